@@ -1,0 +1,268 @@
+package testserver
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// EnvVar is the variable that makes RunIfHelper take over a test binary.
+const EnvVar = "PROCFLEET_TESTSERVER"
+
+// RunIfHelper runs the server and exits the process when the environment says
+// this test binary was started as a helper. Call it first in TestMain.
+func RunIfHelper() {
+	if os.Getenv(EnvVar) != "1" {
+		return
+	}
+	os.Exit(Main(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// Env returns the environment entry that turns a test binary into the helper.
+func Env() string { return EnvVar + "=1" }
+
+// Command returns the argv that runs the current test binary as the helper
+// with the given server flags. The caller adds Env() to the environment.
+func Command(args ...string) []string {
+	self, err := os.Executable()
+	if err != nil {
+		self = os.Args[0]
+	}
+	return append([]string{self}, args...)
+}
+
+var (
+	buildOnce sync.Once
+	buildPath string
+	buildErr  error
+)
+
+// Build compiles the stand-alone test server once per test binary and returns
+// the path of the executable.
+func Build(t testing.TB) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "procfleet-testserver-")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		buildPath = filepath.Join(dir, "testserver")
+		_, file, _, _ := runtime.Caller(0)
+		pkg := filepath.Join(filepath.Dir(file), "cmd", "testserver")
+		cmd := exec.Command("go", "build", "-o", buildPath, ".")
+		cmd.Dir = pkg
+		if out, err := cmd.CombinedOutput(); err != nil {
+			buildErr = fmt.Errorf("build test server: %w: %s", err, out)
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return buildPath
+}
+
+// FreePort returns a TCP port on 127.0.0.1 that was free a moment ago.
+func FreePort(t testing.TB) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatalf("find a free port: %v", err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// Main runs the server with the given flags and returns its exit code.
+//
+// Flags:
+//
+//	-port N              listen on 127.0.0.1:N (0: no listener)
+//	-health-status N     status answered on /health (default 200)
+//	-stamp FILE          append "<unix ns> <pid>\n" at start
+//	-signals FILE        append the name of each signal received
+//	-ready-file FILE     write "<pid>\n" once listening (a handshake for tests)
+//	-ignore-term         ignore SIGTERM (and SIGINT, SIGHUP)
+//	-listen-delay D      wait D before listening
+//	-exit-after D        exit after D with -exit-code
+//	-exit-code N         exit code for -exit-after (default 0)
+//	-kill-self-after D   SIGKILL itself after D (an OOM-kill stand-in)
+//	-print S             write S on stdout and stderr at start
+//	-grandchild FILE     start a grandchild (this program, no port) in the
+//	                     same process group and write its pid to FILE
+//	-grandchild-setsid   start the grandchild in its own session instead
+func Main(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("testserver", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	port := fs.Int("port", 0, "")
+	healthStatus := fs.Int("health-status", http.StatusOK, "")
+	stamp := fs.String("stamp", "", "")
+	signals := fs.String("signals", "", "")
+	readyFile := fs.String("ready-file", "", "")
+	ignoreTerm := fs.Bool("ignore-term", false, "")
+	listenDelay := fs.Duration("listen-delay", 0, "")
+	exitAfter := fs.Duration("exit-after", 0, "")
+	exitCode := fs.Int("exit-code", 0, "")
+	killSelfAfter := fs.Duration("kill-self-after", 0, "")
+	printS := fs.String("print", "", "")
+	grandchild := fs.String("grandchild", "", "")
+	grandchildSetsid := fs.Bool("grandchild-setsid", false, "")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+
+	if *stamp != "" {
+		if err := appendLine(*stamp, fmt.Sprintf("%d %d", time.Now().UnixNano(), os.Getpid())); err != nil {
+			fmt.Fprintln(stderr, "testserver:", err)
+			return 3
+		}
+	}
+	if *printS != "" {
+		fmt.Fprintln(stdout, *printS)
+		fmt.Fprintln(stderr, *printS)
+	}
+
+	sigc := make(chan os.Signal, 8)
+	watched := []os.Signal{syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGUSR1, syscall.SIGCONT}
+	signal.Notify(sigc, watched...)
+
+	if *grandchild != "" {
+		pid, err := startGrandchild(*grandchildSetsid, *signals)
+		if err != nil {
+			fmt.Fprintln(stderr, "testserver: grandchild:", err)
+			return 3
+		}
+		if err := os.WriteFile(*grandchild, []byte(strconv.Itoa(pid)+"\n"), 0o644); err != nil {
+			fmt.Fprintln(stderr, "testserver:", err)
+			return 3
+		}
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	if *killSelfAfter > 0 {
+		time.AfterFunc(*killSelfAfter, func() { _ = syscall.Kill(os.Getpid(), syscall.SIGKILL) })
+	}
+	exitc := make(chan int, 1)
+	if *exitAfter > 0 {
+		time.AfterFunc(*exitAfter, func() { exitc <- *exitCode })
+	}
+
+	var srv *http.Server
+	if *port > 0 {
+		if *listenDelay > 0 {
+			select {
+			case <-time.After(*listenDelay):
+			case code := <-exitc:
+				return code
+			}
+		}
+		l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(*port)))
+		if err != nil {
+			fmt.Fprintln(stderr, "testserver:", err)
+			return 4
+		}
+		mux := http.NewServeMux()
+		mux.HandleFunc("/health", func(w http.ResponseWriter, _ *http.Request) {
+			w.WriteHeader(*healthStatus)
+			fmt.Fprintf(w, "pid %d\n", os.Getpid())
+		})
+		srv = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+		go func() { _ = srv.Serve(l) }()
+	}
+	if *readyFile != "" {
+		if err := os.WriteFile(*readyFile, []byte(strconv.Itoa(os.Getpid())+"\n"), 0o644); err != nil {
+			fmt.Fprintln(stderr, "testserver:", err)
+			return 3
+		}
+	}
+
+	for {
+		select {
+		case code := <-exitc:
+			return code
+		case sig := <-sigc:
+			if *signals != "" {
+				_ = appendLine(*signals, fmt.Sprintf("%d %s", os.Getpid(), signalName(sig)))
+			}
+			if sig == syscall.SIGUSR1 || sig == syscall.SIGCONT || *ignoreTerm {
+				continue
+			}
+			if srv != nil {
+				sctx, scancel := context.WithTimeout(ctx, 2*time.Second)
+				_ = srv.Shutdown(sctx)
+				scancel()
+			}
+			return 0
+		}
+	}
+}
+
+func startGrandchild(setsid bool, signals string) (int, error) {
+	self, err := os.Executable()
+	if err != nil {
+		return 0, err
+	}
+	args := []string{}
+	if signals != "" {
+		args = append(args, "-signals", signals)
+	}
+	cmd := exec.Command(self, args...)
+	cmd.Env = os.Environ()
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: setsid}
+	if err := cmd.Start(); err != nil {
+		return 0, err
+	}
+	pid := cmd.Process.Pid
+	go func() { _ = cmd.Wait() }()
+	return pid, nil
+}
+
+func signalName(sig os.Signal) string {
+	s, ok := sig.(syscall.Signal)
+	if !ok {
+		return sig.String()
+	}
+	switch s {
+	case syscall.SIGTERM:
+		return "SIGTERM"
+	case syscall.SIGINT:
+		return "SIGINT"
+	case syscall.SIGHUP:
+		return "SIGHUP"
+	case syscall.SIGUSR1:
+		return "SIGUSR1"
+	case syscall.SIGCONT:
+		return "SIGCONT"
+	}
+	return s.String()
+}
+
+func appendLine(path, line string) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
+	_, werr := f.WriteString(line + "\n")
+	if cerr := f.Close(); werr == nil {
+		werr = cerr
+	}
+	if werr != nil {
+		return errors.Join(fmt.Errorf("append to %s", path), werr)
+	}
+	return nil
+}

@@ -1,0 +1,3 @@
+// Package observe tells what is running: process identity, liveness, exit
+// notification, listening ports and their owners, and probes.
+package observe

@@ -1,0 +1,117 @@
+package spec
+
+// APIVersion and Kind identify a procfleet fleet-file document.
+const (
+	APIVersion = "procfleet.dev/v1alpha1"
+	Kind       = "Server"
+)
+
+// Server is one declared server: the unit of a fleet file. Each YAML document
+// in a fleet file decodes into one Server.
+type Server struct {
+	APIVersion string     `json:"apiVersion"`
+	Kind       string     `json:"kind"`
+	Metadata   ObjectMeta `json:"metadata"`
+	Spec       ServerSpec `json:"spec"`
+
+	// Source is where the document was read from. It is not part of the file.
+	Source Source `json:"-"`
+}
+
+// ObjectMeta names a server and carries free-form labels.
+type ObjectMeta struct {
+	// Name is a DNS label: [a-z0-9]([-a-z0-9]*[a-z0-9])?, at most 63 bytes.
+	Name   string            `json:"name"`
+	Labels map[string]string `json:"labels,omitempty"`
+}
+
+// ServerSpec is the desired state of one server process.
+type ServerSpec struct {
+	// Command is the argv to execute. No shell is involved unless written so.
+	Command []string `json:"command"`
+	// Args are appended to Command.
+	Args []string `json:"args,omitempty"`
+	// WorkingDir is relative to the folder of the file that declares the server.
+	// After Load it is an absolute path.
+	WorkingDir string `json:"workingDir,omitempty"`
+	// Env is added to procfleet's own environment.
+	Env []EnvVar `json:"env,omitempty"`
+	// Port is the TCP port the server must listen on; 0 means none.
+	Port int `json:"port,omitempty"`
+	// ReadinessProbe decides Ready. Default: TCP connect to Port, else running.
+	ReadinessProbe *Probe `json:"readinessProbe,omitempty"`
+	// LivenessProbe restarts the server after FailureThreshold failures.
+	LivenessProbe *Probe `json:"livenessProbe,omitempty"`
+	// RestartPolicy is Always (default), OnFailure or Never.
+	RestartPolicy RestartPolicy `json:"restartPolicy,omitempty"`
+	// DependsOn names servers that must be Ready before this one starts.
+	DependsOn []string `json:"dependsOn,omitempty"`
+	// StartupTimeoutSeconds bounds the wait for Ready. Default 300.
+	StartupTimeoutSeconds *int `json:"startupTimeoutSeconds,omitempty"`
+	// TerminationGracePeriodSeconds is the wait after SIGTERM. Default 20.
+	TerminationGracePeriodSeconds *int `json:"terminationGracePeriodSeconds,omitempty"`
+	// KillTimeoutSeconds is the wait after SIGKILL. Default 10.
+	KillTimeoutSeconds *int `json:"killTimeoutSeconds,omitempty"`
+}
+
+// EnvVar is one environment variable.
+type EnvVar struct {
+	Name  string `json:"name"`
+	Value string `json:"value"`
+}
+
+// RestartPolicy says when a server that exited is started again.
+type RestartPolicy string
+
+// Restart policies.
+const (
+	RestartAlways    RestartPolicy = "Always"
+	RestartOnFailure RestartPolicy = "OnFailure"
+	RestartNever     RestartPolicy = "Never"
+)
+
+// Probe is a check of a server's health. Exactly one handler is set.
+type Probe struct {
+	HTTPGet   *HTTPGetAction   `json:"httpGet,omitempty"`
+	TCPSocket *TCPSocketAction `json:"tcpSocket,omitempty"`
+	Exec      *ExecAction      `json:"exec,omitempty"`
+
+	InitialDelaySeconds int `json:"initialDelaySeconds,omitempty"`
+	// PeriodSeconds defaults to 1.
+	PeriodSeconds int `json:"periodSeconds,omitempty"`
+	// TimeoutSeconds defaults to 1.
+	TimeoutSeconds int `json:"timeoutSeconds,omitempty"`
+	// FailureThreshold defaults to 3.
+	FailureThreshold int `json:"failureThreshold,omitempty"`
+	// SuccessThreshold defaults to 1.
+	SuccessThreshold int `json:"successThreshold,omitempty"`
+}
+
+// HTTPGetAction probes with an HTTP GET on loopback; 2xx and 3xx succeed.
+type HTTPGetAction struct {
+	Path string `json:"path,omitempty"`
+	// Port defaults to the server's port.
+	Port int `json:"port,omitempty"`
+	// Host defaults to 127.0.0.1.
+	Host string `json:"host,omitempty"`
+}
+
+// TCPSocketAction probes by connecting to a TCP port on loopback.
+type TCPSocketAction struct {
+	// Port defaults to the server's port.
+	Port int `json:"port,omitempty"`
+	// Host defaults to 127.0.0.1.
+	Host string `json:"host,omitempty"`
+}
+
+// ExecAction probes by running a command; exit 0 succeeds.
+type ExecAction struct {
+	Command []string `json:"command"`
+}
+
+// Source locates a document in the fleet files.
+type Source struct {
+	File string // path as given or found in a folder
+	Line int    // 1-based line of the document's first line; 0 if unknown
+	Doc  int    // 0-based index of the document in its file
+}
