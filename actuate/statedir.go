@@ -1,0 +1,148 @@
+package actuate
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"time"
+)
+
+// Names of the entries of a state folder (DESIGN.md "State folder").
+const (
+	serversDir    = "servers"
+	logsDir       = "logs"
+	lockFile      = "lock"
+	socketFile    = "procfleet.sock"
+	statusFile    = "status.json"
+	gitignoreFile = ".gitignore"
+
+	recordExt     = ".json"
+	tempInfix     = ".tmp-"
+	corruptInfix  = ".corrupt-"
+	staleTempAge  = time.Minute
+	dirMode       = 0o700
+	recordMode    = 0o600
+	logMode       = 0o600
+	corruptLayout = "20060102T150405.000000000Z"
+)
+
+// StateDir is an opened, trusted state folder. Path is absolute.
+type StateDir struct {
+	Path string
+}
+
+// OpenStateDir creates the state folder if needed (mode 0700, with servers/,
+// logs/ and a .gitignore containing "*"), refuses it when it, or one of its
+// sub-folders, is owned by another user or writable by group or others, and
+// removes temp files left behind by an interrupted record write.
+func OpenStateDir(path string) (*StateDir, error) {
+	if path == "" {
+		return nil, errors.New("open state folder: empty path")
+	}
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return nil, fmt.Errorf("open state folder %s: %w", path, err)
+	}
+	if err := os.MkdirAll(abs, dirMode); err != nil {
+		return nil, fmt.Errorf("open state folder %s: %w", abs, err)
+	}
+	if err := checkDirTrust(abs); err != nil {
+		return nil, err
+	}
+	for _, sub := range []string{serversDir, logsDir} {
+		p := filepath.Join(abs, sub)
+		if err := os.Mkdir(p, dirMode); err != nil && !errors.Is(err, fs.ErrExist) {
+			return nil, fmt.Errorf("open state folder %s: %w", abs, err)
+		}
+		if err := checkDirTrust(p); err != nil {
+			return nil, err
+		}
+	}
+	gi := filepath.Join(abs, gitignoreFile)
+	if _, err := os.Lstat(gi); errors.Is(err, fs.ErrNotExist) {
+		if err := os.WriteFile(gi, []byte("*\n"), 0o600); err != nil {
+			return nil, fmt.Errorf("open state folder %s: write .gitignore: %w", abs, err)
+		}
+	}
+	d := &StateDir{Path: abs}
+	d.sweepTemps(time.Now())
+	return d, nil
+}
+
+// checkDirTrust refuses a folder that is not a folder, is owned by another
+// user, or is writable by group or others.
+func checkDirTrust(path string) error {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return fmt.Errorf("open state folder: %w", err)
+	}
+	if !fi.IsDir() {
+		return fmt.Errorf("open state folder: %s is not a folder", path)
+	}
+	if uid, ok := fileOwner(fi); ok && uid != os.Geteuid() {
+		return fmt.Errorf("open state folder: refusing %s: owned by uid %d, not by this user (uid %d)", path, uid, os.Geteuid())
+	}
+	if perm := fi.Mode().Perm(); perm&0o022 != 0 {
+		return fmt.Errorf("open state folder: refusing %s: mode %04o is writable by group or others (want 0700; fix with chmod 700 %s)", path, perm, path)
+	}
+	return nil
+}
+
+// sweepTemps removes record temp files older than staleTempAge: they were
+// left by a writer that died between create and rename. Younger ones may
+// belong to a writer that is still running.
+func (d *StateDir) sweepTemps(now time.Time) {
+	entries, err := os.ReadDir(filepath.Join(d.Path, serversDir))
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		if !strings.HasPrefix(e.Name(), ".") || !strings.Contains(e.Name(), tempInfix) {
+			continue
+		}
+		fi, err := e.Info()
+		if err != nil || !fi.Mode().IsRegular() || now.Sub(fi.ModTime()) < staleTempAge {
+			continue
+		}
+		_ = os.Remove(filepath.Join(d.Path, serversDir, e.Name()))
+	}
+}
+
+// nameRE is a DNS label (DESIGN.md), which also keeps names out of paths.
+var nameRE = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
+
+func checkName(name string) error {
+	if len(name) > 63 || !nameRE.MatchString(name) {
+		return fmt.Errorf("invalid server name %q: want a DNS label", name)
+	}
+	return nil
+}
+
+// RecordPath is the path of the ownership record of a server.
+func (d *StateDir) RecordPath(name string) string {
+	return filepath.Join(d.Path, serversDir, name+recordExt)
+}
+
+// LogPath is the path of a server's log (its stdout and stderr).
+func (d *StateDir) LogPath(name string) string {
+	return filepath.Join(d.Path, logsDir, name+".log")
+}
+
+// EventsPath is the path of a server's event log (JSON lines), kept beside
+// its log.
+func (d *StateDir) EventsPath(name string) string {
+	return filepath.Join(d.Path, logsDir, name+".events.jsonl")
+}
+
+// SocketPath is the path of the running reconciler's API socket.
+func (d *StateDir) SocketPath() string { return filepath.Join(d.Path, socketFile) }
+
+// StatusPath is the path of the last status written by up or apply.
+func (d *StateDir) StatusPath() string { return filepath.Join(d.Path, statusFile) }
+
+// LockPath is the path of the lock file.
+func (d *StateDir) LockPath() string { return filepath.Join(d.Path, lockFile) }

@@ -1,0 +1,12 @@
+//go:build !unix
+
+package actuate
+
+import "io/fs"
+
+// fileOwner cannot tell the owner on this platform.
+func fileOwner(fs.FileInfo) (int, bool) { return 0, false }
+
+const noFollow = 0
+
+func isSymlinkLoop(error) bool { return false }
