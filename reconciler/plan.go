@@ -1,0 +1,345 @@
+package reconciler
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/procfleet/procfleet/spec"
+)
+
+// ActionKind is what the plan asks for one server.
+type ActionKind uint8
+
+// Action kinds.
+const (
+	// ActionNothing: the server is as declared (or must be left alone).
+	ActionNothing ActionKind = iota
+	// ActionStart: spawn the server and wait for it to be Ready.
+	ActionStart
+	// ActionStop: stop the running process (prune, or down).
+	ActionStop
+	// ActionReplace: stop the running process, then start the declared one
+	// (spec hash changed, or liveness failed).
+	ActionReplace
+	// ActionQuarantine: report the server Quarantined; signal nothing, keep
+	// its record.
+	ActionQuarantine
+	// ActionWait: nothing can be done yet (dependency not Ready, restart
+	// backoff not expired, dependents still running).
+	ActionWait
+	// ActionAdopt: an owned process found from its record and not yet
+	// watched: watch its exit and probe it; never start it again.
+	ActionAdopt
+)
+
+var actionNames = [...]string{"Nothing", "Start", "Stop", "Replace", "Quarantine", "Wait", "Adopt"}
+
+func (k ActionKind) String() string {
+	if int(k) < len(actionNames) {
+		return actionNames[k]
+	}
+	return fmt.Sprintf("ActionKind(%d)", k)
+}
+
+// Ownership is the verdict on a server's record (DESIGN.md "Ownership").
+type Ownership uint8
+
+// Ownership verdicts.
+const (
+	// OwnNone: no record, no process.
+	OwnNone Ownership = iota
+	// OwnOwned: rule 2, the process is ours.
+	OwnOwned
+	// OwnStale: rule 1, the process is gone; the record must be removed.
+	OwnStale
+	// OwnReused: rule 3, the pid belongs to a stranger now; remove the
+	// record, signal nothing.
+	OwnReused
+	// OwnQuarantined: rules 4-7; keep the record, signal nothing.
+	OwnQuarantined
+)
+
+var ownershipNames = [...]string{"None", "Owned", "Stale", "Reused", "Quarantined"}
+
+func (o Ownership) String() string {
+	if int(o) < len(ownershipNames) {
+		return ownershipNames[o]
+	}
+	return fmt.Sprintf("Ownership(%d)", o)
+}
+
+// Quarantine reasons (DESIGN.md), as the plan reports them.
+const (
+	ReasonPortConflict = "PortConflict"
+)
+
+// Desired is one declared server as the plan sees it.
+type Desired struct {
+	Server *spec.Server
+	// Hash is Server.Hash(), computed once per fleet load.
+	Hash string
+	// Held means "keep it stopped" (down while up runs), until the files
+	// change or the reconciler restarts.
+	Held bool
+}
+
+// Observed is what the reconciler knows about one server right now: the
+// verdict on its record, what it tracks in memory (start in progress,
+// readiness, last exit, backoff) and what it found on its port.
+type Observed struct {
+	Ownership Ownership
+	// Reason and Message explain a quarantine (QuarantineReason) or a stale
+	// or reused record.
+	Reason  string
+	Message string
+	// SpecHash is the hash recorded for the running process.
+	SpecHash string
+	// DependsOn is what the running process was started with, kept so that a
+	// pruned server is stopped after its pruned dependents.
+	DependsOn []string
+	// Tracked: the owned process is watched by this reconciler (started or
+	// adopted by it). Owned and not tracked means it must be adopted.
+	Tracked bool
+	// Starting: spawned, the readiness wait is in progress.
+	Starting bool
+	// Ready: the readiness probe (or its default) passes.
+	Ready bool
+	// LivenessFailed: the liveness probe failed failureThreshold times.
+	LivenessFailed bool
+	// Exit is set when the last process of this server exited (or failed to
+	// start) and no new one was started since; ExitHash is the spec hash it
+	// ran with.
+	Exit     *LastExit
+	ExitHash string
+	// BackoffRemaining > 0: a restart must wait that long (CrashLoopBackOff).
+	BackoffRemaining time.Duration
+	// PortHolder names the process that holds the declared port when that
+	// was found to keep the server from starting (pid and command).
+	PortHolder string
+	// Phase is the phase reported now.
+	Phase Phase
+}
+
+func (o Observed) running() bool { return o.Ownership == OwnOwned }
+
+// Action is the plan for one server.
+type Action struct {
+	Server string
+	Kind   ActionKind
+	// Reason says why, for logs, events and status.
+	Reason string
+	// Phase is the phase to report while (or after) carrying it out.
+	Phase Phase
+	// QuarantineReason is set for ActionQuarantine.
+	QuarantineReason string
+	// RemoveRecord: the record is stale or reused; delete it first (signal
+	// nothing).
+	RemoveRecord bool
+	// Fresh: a start of a new spec, not a restart; the crash backoff is
+	// forgotten and the restart count is not incremented.
+	Fresh bool
+	// RequeueAfter > 0: look at the server again after that long.
+	RequeueAfter time.Duration
+}
+
+// Plan computes the action for every server that is declared or observed. It
+// is a pure function of its inputs; the result is sorted by server name.
+func Plan(desired map[string]Desired, observed map[string]Observed) []Action {
+	names := make([]string, 0, len(desired)+len(observed))
+	for n := range desired {
+		names = append(names, n)
+	}
+	for n := range observed {
+		if _, ok := desired[n]; !ok {
+			names = append(names, n)
+		}
+	}
+	sort.Strings(names)
+	out := make([]Action, 0, len(names))
+	for _, n := range names {
+		out = append(out, PlanServer(n, desired, observed))
+	}
+	return out
+}
+
+// PlanServer computes the action for one server. It reads the other entries
+// of desired and observed only for ordering: the readiness of the server's
+// dependencies, and the pruned dependents that must stop first.
+func PlanServer(name string, desired map[string]Desired, observed map[string]Observed) Action {
+	d, declared := desired[name]
+	o := observed[name]
+	a := Action{Server: name, Phase: o.Phase}
+
+	// Rules 4-7: never signal, keep the record, report.
+	if o.Ownership == OwnQuarantined {
+		a.Phase = PhaseQuarantined
+		a.QuarantineReason = o.Reason
+		a.Reason = joinReason(o.Reason, o.Message)
+		if o.Phase == PhaseQuarantined {
+			a.Kind = ActionNothing
+		} else {
+			a.Kind = ActionQuarantine
+		}
+		return a
+	}
+
+	// Rules 1 and 3: the record is worthless; drop it and go on as if the
+	// server were not running.
+	if o.Ownership == OwnStale || o.Ownership == OwnReused {
+		a.RemoveRecord = true
+		o.Ownership = OwnNone
+		o.Tracked, o.Ready, o.Starting = false, false, false
+	}
+
+	if !declared || d.Server == nil {
+		return planUndeclared(a, name, o, desired, observed)
+	}
+	if d.Held {
+		if o.running() {
+			a.Kind, a.Phase, a.Reason = ActionStop, PhaseStopping, "stopped by down"
+			return a
+		}
+		a.Kind, a.Phase, a.Reason = ActionNothing, PhaseStopped, "stopped by down"
+		return a
+	}
+
+	if o.running() {
+		return planRunning(a, d, o)
+	}
+	return planNotRunning(a, name, d, o, desired, observed)
+}
+
+func planUndeclared(a Action, name string, o Observed, desired map[string]Desired, observed map[string]Observed) Action {
+	if !o.running() {
+		a.Kind, a.Phase, a.Reason = ActionNothing, PhaseStopped, "not declared"
+		return a
+	}
+	// Dependents first: a pruned server that another running, pruned
+	// server depends on waits for it to stop.
+	var waiting []string
+	for other, oo := range observed {
+		if other == name || !oo.running() {
+			continue
+		}
+		if od, ok := desired[other]; ok && od.Server != nil && !od.Held {
+			continue // stays; dependsOn on a pruned server cannot validate
+		}
+		for _, dep := range oo.DependsOn {
+			if dep == name {
+				waiting = append(waiting, other)
+			}
+		}
+	}
+	if len(waiting) > 0 {
+		sort.Strings(waiting)
+		a.Kind, a.Reason = ActionWait, "waiting for dependents to stop: "+strings.Join(waiting, ", ")
+		return a
+	}
+	a.Kind, a.Phase, a.Reason = ActionStop, PhaseStopping, "removed from the fleet files"
+	return a
+}
+
+func planRunning(a Action, d Desired, o Observed) Action {
+	if o.Starting {
+		if o.SpecHash != "" && o.SpecHash != d.Hash {
+			a.Kind, a.Phase, a.Reason = ActionReplace, PhaseStopping, "spec changed while starting"
+			a.Fresh = true
+			return a
+		}
+		a.Kind, a.Phase, a.Reason = ActionNothing, PhaseStarting, "starting"
+		return a
+	}
+	if o.SpecHash != d.Hash {
+		a.Kind, a.Phase, a.Reason = ActionReplace, PhaseStopping, "spec changed"
+		a.Fresh = true
+		return a
+	}
+	if !o.Tracked {
+		a.Kind, a.Phase, a.Reason = ActionAdopt, PhaseRunning, "adopted: record proves ownership"
+		return a
+	}
+	if o.LivenessFailed {
+		a.Kind, a.Phase, a.Reason = ActionReplace, PhaseStopping, "liveness probe failed"
+		return a
+	}
+	a.Kind, a.Phase = ActionNothing, PhaseRunning
+	if o.Ready {
+		a.Reason = "ready"
+	} else {
+		a.Reason = "not ready"
+	}
+	return a
+}
+
+func planNotRunning(a Action, name string, d Desired, o Observed, desired map[string]Desired, observed map[string]Observed) Action {
+	restart := false
+	if o.Exit != nil && (o.ExitHash == "" || o.ExitHash == d.Hash) {
+		switch d.Server.Spec.RestartPolicy {
+		case spec.RestartNever:
+			a.Kind, a.Reason = ActionNothing, o.Exit.Reason
+			if o.Exit.Failed() {
+				a.Phase = PhaseFailed
+			} else {
+				a.Phase = PhaseStopped
+			}
+			return a
+		case spec.RestartOnFailure:
+			if !o.Exit.Failed() {
+				a.Kind, a.Phase, a.Reason = ActionNothing, PhaseStopped, o.Exit.Reason
+				return a
+			}
+		}
+		restart = true
+	}
+
+	if o.PortHolder != "" {
+		a.Kind, a.Phase, a.QuarantineReason = ActionQuarantine, PhaseQuarantined, ReasonPortConflict
+		a.Reason = fmt.Sprintf("port %d is held by %s", d.Server.Spec.Port, o.PortHolder)
+		if o.Phase == PhaseQuarantined {
+			a.Kind = ActionNothing
+		}
+		return a
+	}
+
+	if restart && o.BackoffRemaining > 0 {
+		a.Kind, a.Phase = ActionWait, PhaseCrashLoopBackOff
+		a.Reason = fmt.Sprintf("back-off %s restarting after %s", o.BackoffRemaining.Round(time.Millisecond), o.Exit.Reason)
+		a.RequeueAfter = o.BackoffRemaining
+		return a
+	}
+
+	var notReady []string
+	for _, dep := range d.Server.Spec.DependsOn {
+		if !observed[dep].Ready {
+			notReady = append(notReady, dep)
+		}
+	}
+	if len(notReady) > 0 {
+		a.Kind, a.Phase = ActionWait, PhasePending
+		a.Reason = "waiting for " + strings.Join(notReady, ", ") + " to be Ready"
+		return a
+	}
+
+	a.Kind, a.Phase, a.Fresh = ActionStart, PhaseStarting, !restart
+	switch {
+	case restart:
+		a.Reason = "restarting after " + o.Exit.Reason
+	case a.RemoveRecord && o.Reason != "":
+		a.Reason = "not running (" + o.Reason + ")"
+	default:
+		a.Reason = "not running"
+	}
+	return a
+}
+
+func joinReason(reason, message string) string {
+	switch {
+	case message == "":
+		return reason
+	case reason == "":
+		return message
+	}
+	return reason + ": " + message
+}
