@@ -9,10 +9,10 @@ const (
 // Server is one declared server: the unit of a fleet file. Each YAML document
 // in a fleet file decodes into one Server.
 type Server struct {
-	APIVersion string     `json:"apiVersion"`
-	Kind       string     `json:"kind"`
-	Metadata   ObjectMeta `json:"metadata"`
-	Spec       ServerSpec `json:"spec"`
+	APIVersion string     `json:"apiVersion" jsonschema:"required,enum=procfleet.dev/v1alpha1"`
+	Kind       string     `json:"kind" jsonschema:"required,enum=Server"`
+	Metadata   ObjectMeta `json:"metadata" jsonschema:"required"`
+	Spec       ServerSpec `json:"spec" jsonschema:"required"`
 
 	// Source is where the document was read from. It is not part of the file.
 	Source Source `json:"-"`
@@ -21,14 +21,14 @@ type Server struct {
 // ObjectMeta names a server and carries free-form labels.
 type ObjectMeta struct {
 	// Name is a DNS label: [a-z0-9]([-a-z0-9]*[a-z0-9])?, at most 63 bytes.
-	Name   string            `json:"name"`
+	Name   string            `json:"name" jsonschema:"required,minLength=1,maxLength=63,pattern=^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"`
 	Labels map[string]string `json:"labels,omitempty"`
 }
 
 // ServerSpec is the desired state of one server process.
 type ServerSpec struct {
 	// Command is the argv to execute. No shell is involved unless written so.
-	Command []string `json:"command"`
+	Command []string `json:"command" jsonschema:"required,minItems=1"`
 	// Args are appended to Command.
 	Args []string `json:"args,omitempty"`
 	// WorkingDir is relative to the folder of the file that declares the server.
@@ -37,26 +37,26 @@ type ServerSpec struct {
 	// Env is added to procfleet's own environment.
 	Env []EnvVar `json:"env,omitempty"`
 	// Port is the TCP port the server must listen on; 0 means none.
-	Port int `json:"port,omitempty"`
+	Port int `json:"port,omitempty" jsonschema:"minimum=0,maximum=65535"`
 	// ReadinessProbe decides Ready. Default: TCP connect to Port, else running.
 	ReadinessProbe *Probe `json:"readinessProbe,omitempty"`
 	// LivenessProbe restarts the server after FailureThreshold failures.
 	LivenessProbe *Probe `json:"livenessProbe,omitempty"`
 	// RestartPolicy is Always (default), OnFailure or Never.
-	RestartPolicy RestartPolicy `json:"restartPolicy,omitempty"`
+	RestartPolicy RestartPolicy `json:"restartPolicy,omitempty" jsonschema:"enum=Always,enum=OnFailure,enum=Never,default=Always"`
 	// DependsOn names servers that must be Ready before this one starts.
 	DependsOn []string `json:"dependsOn,omitempty"`
 	// StartupTimeoutSeconds bounds the wait for Ready. Default 300.
-	StartupTimeoutSeconds *int `json:"startupTimeoutSeconds,omitempty"`
+	StartupTimeoutSeconds *int `json:"startupTimeoutSeconds,omitempty" jsonschema:"minimum=1,maximum=2147483647,default=300"`
 	// TerminationGracePeriodSeconds is the wait after SIGTERM. Default 20.
-	TerminationGracePeriodSeconds *int `json:"terminationGracePeriodSeconds,omitempty"`
+	TerminationGracePeriodSeconds *int `json:"terminationGracePeriodSeconds,omitempty" jsonschema:"minimum=0,maximum=2147483647,default=20"`
 	// KillTimeoutSeconds is the wait after SIGKILL. Default 10.
-	KillTimeoutSeconds *int `json:"killTimeoutSeconds,omitempty"`
+	KillTimeoutSeconds *int `json:"killTimeoutSeconds,omitempty" jsonschema:"minimum=1,maximum=2147483647,default=10"`
 }
 
 // EnvVar is one environment variable.
 type EnvVar struct {
-	Name  string `json:"name"`
+	Name  string `json:"name" jsonschema:"required,minLength=1"`
 	Value string `json:"value"`
 }
 
@@ -76,22 +76,22 @@ type Probe struct {
 	TCPSocket *TCPSocketAction `json:"tcpSocket,omitempty"`
 	Exec      *ExecAction      `json:"exec,omitempty"`
 
-	InitialDelaySeconds int `json:"initialDelaySeconds,omitempty"`
+	InitialDelaySeconds int `json:"initialDelaySeconds,omitempty" jsonschema:"minimum=0,maximum=2147483647"`
 	// PeriodSeconds defaults to 1.
-	PeriodSeconds int `json:"periodSeconds,omitempty"`
+	PeriodSeconds int `json:"periodSeconds,omitempty" jsonschema:"minimum=0,maximum=2147483647,default=1"`
 	// TimeoutSeconds defaults to 1.
-	TimeoutSeconds int `json:"timeoutSeconds,omitempty"`
+	TimeoutSeconds int `json:"timeoutSeconds,omitempty" jsonschema:"minimum=0,maximum=2147483647,default=1"`
 	// FailureThreshold defaults to 3.
-	FailureThreshold int `json:"failureThreshold,omitempty"`
+	FailureThreshold int `json:"failureThreshold,omitempty" jsonschema:"minimum=0,maximum=2147483647,default=3"`
 	// SuccessThreshold defaults to 1.
-	SuccessThreshold int `json:"successThreshold,omitempty"`
+	SuccessThreshold int `json:"successThreshold,omitempty" jsonschema:"minimum=0,maximum=2147483647,default=1"`
 }
 
 // HTTPGetAction probes with an HTTP GET on loopback; 2xx and 3xx succeed.
 type HTTPGetAction struct {
-	Path string `json:"path,omitempty"`
+	Path string `json:"path,omitempty" jsonschema:"pattern=^/,default=/"`
 	// Port defaults to the server's port.
-	Port int `json:"port,omitempty"`
+	Port int `json:"port,omitempty" jsonschema:"minimum=0,maximum=65535"`
 	// Host defaults to 127.0.0.1.
 	Host string `json:"host,omitempty"`
 }
@@ -99,14 +99,14 @@ type HTTPGetAction struct {
 // TCPSocketAction probes by connecting to a TCP port on loopback.
 type TCPSocketAction struct {
 	// Port defaults to the server's port.
-	Port int `json:"port,omitempty"`
+	Port int `json:"port,omitempty" jsonschema:"minimum=0,maximum=65535"`
 	// Host defaults to 127.0.0.1.
 	Host string `json:"host,omitempty"`
 }
 
 // ExecAction probes by running a command; exit 0 succeeds.
 type ExecAction struct {
-	Command []string `json:"command"`
+	Command []string `json:"command" jsonschema:"required,minItems=1"`
 }
 
 // Source locates a document in the fleet files.
@@ -114,4 +114,8 @@ type Source struct {
 	File string // path as given or found in a folder
 	Line int    // 1-based line of the document's first line; 0 if unknown
 	Doc  int    // 0-based index of the document in its file
+	// Fields maps each field path present in the document (like
+	// "spec.env[2].name") to its 1-based line, so that Validate can place
+	// its errors. Nil for servers not read from a file.
+	Fields map[string]int
 }

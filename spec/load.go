@@ -1,0 +1,360 @@
+package spec
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"reflect"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// DefaultFile is the fleet file Load reads when given no paths.
+const DefaultFile = "procfleet.yaml"
+
+// Bounds that keep a hostile or mistaken fleet file from exhausting memory
+// or time. Each one crossed is an error that names it.
+const (
+	// MaxFileSize is the largest fleet file read, in bytes.
+	MaxFileSize = 4 << 20
+	// MaxServers is the most servers a fleet may declare, over all files.
+	MaxServers = 10_000
+	// MaxFiles is the most fleet files one Load reads.
+	MaxFiles = 1_000
+
+	maxNodes   = 1_000_000 // YAML nodes decoded per file, alias expansions included
+	maxErrors  = 100       // errors reported per file before giving up on it
+	maxNameLen = 64        // longest name compared by edit distance
+)
+
+// Fleet is a loaded, defaulted and validated set of servers.
+type Fleet struct {
+	// Servers, sorted by name.
+	Servers []Server
+	// Files are the fleet files read, in the order read.
+	Files []string
+}
+
+// Get returns the server with the given name.
+func (f *Fleet) Get(name string) (*Server, bool) {
+	i, ok := slices.BinarySearchFunc(f.Servers, name, func(s Server, name string) int {
+		return strings.Compare(s.Metadata.Name, name)
+	})
+	if !ok {
+		return nil, false
+	}
+	return &f.Servers[i], true
+}
+
+// Load reads the fleet files at paths: files, multi-document files and
+// folders (their *.yaml and *.yml files, sorted, not recursive, hidden files
+// skipped), following symlinks; no paths means DefaultFile. It decodes
+// strictly, sets defaults and validates the whole fleet. On any problem it
+// returns a nil Fleet and an ErrorList holding every error found, sorted.
+func Load(paths ...string) (*Fleet, error) {
+	if len(paths) == 0 {
+		paths = []string{DefaultFile}
+	}
+	var errs ErrorList
+	files := expand(paths, &errs)
+	if len(files) > MaxFiles {
+		errs = append(errs, &FieldError{File: files[MaxFiles], Message: fmt.Sprintf("too many fleet files: more than %d", MaxFiles)})
+		files = files[:MaxFiles]
+	}
+	var all []docResult
+	var read []string
+	for _, file := range files {
+		data, err := readFile(file)
+		if err != nil {
+			errs = append(errs, &FieldError{File: file, Message: err.Error(), Err: err})
+			continue
+		}
+		read = append(read, file)
+		docs, ferrs := parse(file, data)
+		errs = append(errs, ferrs...)
+		all = append(all, docs...)
+		if len(all) > MaxServers {
+			break
+		}
+	}
+	if len(all) > MaxServers {
+		s := all[MaxServers].server
+		errs = append(errs, &FieldError{File: s.Source.File, Line: s.Source.Line, Message: fmt.Sprintf("too many servers: more than %d", MaxServers)})
+		all = all[:MaxServers]
+	}
+	servers := make([]Server, len(all))
+	for i := range all {
+		servers[i] = all[i].server
+	}
+	for _, is := range validate(servers) {
+		if !all[is.server].covers(is.err.Field) {
+			errs = append(errs, is.err)
+		}
+	}
+	if len(errs) > 0 {
+		errs.Sort()
+		return nil, errs
+	}
+	slices.SortFunc(servers, func(a, b Server) int { return strings.Compare(a.Metadata.Name, b.Metadata.Name) })
+	return &Fleet{Servers: servers, Files: read}, nil
+}
+
+// expand turns the paths into the list of fleet files, each once.
+func expand(paths []string, errs *ErrorList) []string {
+	var files []string
+	var infos []os.FileInfo
+	add := func(file string, fi os.FileInfo) {
+		for _, seen := range infos {
+			if os.SameFile(seen, fi) {
+				return
+			}
+		}
+		files = append(files, file)
+		infos = append(infos, fi)
+	}
+	for _, p := range paths {
+		fi, err := os.Stat(p)
+		if err != nil {
+			*errs = append(*errs, &FieldError{File: p, Message: "read fleet file: " + unwrapPath(err), Err: err})
+			continue
+		}
+		if !fi.IsDir() {
+			if !fi.Mode().IsRegular() {
+				*errs = append(*errs, &FieldError{File: p, Message: "not a regular file or folder"})
+				continue
+			}
+			add(p, fi)
+			continue
+		}
+		entries, err := os.ReadDir(p)
+		if err != nil {
+			*errs = append(*errs, &FieldError{File: p, Message: "read fleet folder: " + unwrapPath(err), Err: err})
+			continue
+		}
+		for _, e := range entries { // sorted by name
+			name := e.Name()
+			if strings.HasPrefix(name, ".") || (filepath.Ext(name) != ".yaml" && filepath.Ext(name) != ".yml") {
+				continue
+			}
+			file := filepath.Join(p, name)
+			fi, err := os.Stat(file)
+			if err != nil {
+				*errs = append(*errs, &FieldError{File: file, Message: "read fleet file: " + unwrapPath(err), Err: err})
+				continue
+			}
+			if fi.IsDir() {
+				continue
+			}
+			if !fi.Mode().IsRegular() {
+				*errs = append(*errs, &FieldError{File: file, Message: "not a regular file"})
+				continue
+			}
+			add(file, fi)
+			if len(files) > MaxFiles {
+				return files
+			}
+		}
+	}
+	return files
+}
+
+// unwrapPath drops the path from a *PathError's message: FieldError names
+// the file already.
+func unwrapPath(err error) string {
+	var pe *os.PathError
+	if errors.As(err, &pe) {
+		return pe.Err.Error()
+	}
+	return err.Error()
+}
+
+// readFile reads a fleet file of at most MaxFileSize bytes.
+func readFile(file string) ([]byte, error) {
+	f, err := os.Open(file)
+	if err != nil {
+		return nil, fmt.Errorf("read fleet file: %s", unwrapPath(err))
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, MaxFileSize+1))
+	if err != nil {
+		return nil, fmt.Errorf("read fleet file: %w", err)
+	}
+	if len(data) > MaxFileSize {
+		return nil, fmt.Errorf("fleet file larger than %d bytes (4 MiB)", MaxFileSize)
+	}
+	return data, nil
+}
+
+// LoadBytes decodes the fleet file data, read from file, strictly and sets
+// defaults. It does not validate (see Validate): names, ports and
+// dependencies are checked over the whole fleet by Load. workingDir is
+// resolved against file's folder. On any problem it returns nil servers and
+// an ErrorList of every decoding error, sorted.
+func LoadBytes(file string, data []byte) ([]Server, error) {
+	docs, errs := parse(file, data)
+	if len(errs) > 0 {
+		errs.Sort()
+		return nil, errs
+	}
+	servers := make([]Server, len(docs))
+	for i := range docs {
+		servers[i] = docs[i].server
+	}
+	return servers, nil
+}
+
+// docResult is one decoded document and the fields that failed to decode.
+type docResult struct {
+	server Server
+	bad    []string
+}
+
+// covers reports whether field is, or lies under, a field that failed to
+// decode: its validation errors would only repeat the decoding error.
+func (r *docResult) covers(field string) bool {
+	for _, b := range r.bad {
+		if b == "" || field == b || strings.HasPrefix(field, b+".") || strings.HasPrefix(field, b+"[") {
+			return true
+		}
+	}
+	return false
+}
+
+var yamlLine = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
+
+// parse decodes every document of data. Documents that are not Servers
+// (wrong apiVersion or kind, not a mapping) are left out; the others are
+// returned, defaulted, even when some of their fields failed to decode.
+func parse(file string, data []byte) (docs []docResult, errs ErrorList) {
+	if len(data) > MaxFileSize {
+		return nil, ErrorList{{File: file, Message: fmt.Sprintf("fleet file larger than %d bytes (4 MiB)", MaxFileSize)}}
+	}
+	base, err := filepath.Abs(filepath.Dir(file))
+	if err != nil {
+		return nil, ErrorList{{File: file, Message: fmt.Sprintf("resolve folder: %v", err), Err: err}}
+	}
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	budget := maxNodes
+	for idx := 0; ; idx++ {
+		var doc yaml.Node
+		err := decodeNode(dec, &doc)
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			e := &FieldError{File: file, Message: err.Error(), Err: err}
+			if m := yamlLine.FindStringSubmatch(err.Error()); m != nil {
+				e.Line, _ = strconv.Atoi(m[1])
+				e.Message = "invalid YAML: " + m[2]
+			} else {
+				e.Message = "invalid YAML: " + strings.TrimPrefix(err.Error(), "yaml: ")
+			}
+			errs = append(errs, e)
+			break // the parser cannot resume after a syntax error
+		}
+		if len(docs) >= MaxServers {
+			errs = append(errs, &FieldError{File: file, Line: doc.Line, Message: fmt.Sprintf("too many servers: more than %d", MaxServers)})
+			break
+		}
+		d := &decoder{file: file, budget: budget, lines: map[string]int{}}
+		r, ok := d.document(&doc, idx)
+		budget = d.budget
+		for _, e := range d.errs {
+			r.bad = append(r.bad, e.Field)
+		}
+		errs = append(errs, d.errs...)
+		if d.broke {
+			break
+		}
+		if !ok {
+			continue
+		}
+		SetDefaults(&r.server)
+		resolveWorkingDir(&r.server, base)
+		docs = append(docs, r)
+	}
+	return docs, errs
+}
+
+// decodeNode reads the next document; a panic in the YAML parser (none is
+// known, this is defence in depth for hostile input) becomes an error.
+func decodeNode(dec *yaml.Decoder, n *yaml.Node) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("yaml: parser failed: %v", r)
+		}
+	}()
+	return dec.Decode(n)
+}
+
+// document decodes one YAML document into a Server. ok is false for an
+// empty document or one that is not a Server at all.
+func (d *decoder) document(doc *yaml.Node, idx int) (r docResult, ok bool) {
+	if doc.Kind != yaml.DocumentNode || len(doc.Content) == 0 {
+		return r, false
+	}
+	root := d.resolve(doc.Content[0], "")
+	if root == nil || isNull(root) {
+		return r, false // empty document
+	}
+	if root.Kind != yaml.MappingNode {
+		d.errorf(root.Line, "", "expected a Server document (a mapping with apiVersion: %s, kind: %s), got %s", APIVersion, Kind, describe(root))
+		return r, false
+	}
+	// apiVersion and kind first: a document of another kind would only
+	// drown in unknown-field errors.
+	var apiVersion, kind *yaml.Node
+	for i := 0; i+1 < len(root.Content); i += 2 {
+		switch root.Content[i].Value {
+		case "apiVersion":
+			apiVersion = root.Content[i]
+		case "kind":
+			kind = root.Content[i]
+		}
+	}
+	okHeader := true
+	check := func(key *yaml.Node, field, want string) {
+		if key == nil {
+			d.errorf(root.Line, field, "required: must be %q", want)
+			okHeader = false
+			return
+		}
+		v := d.resolve(root.Content[slices.Index(root.Content, key)+1], field)
+		if v == nil || v.Kind != yaml.ScalarNode || v.Value != want {
+			got := "null"
+			if v != nil {
+				got = describe(v)
+			}
+			d.errorf(key.Line, field, "unsupported value %s: must be %q", got, want)
+			okHeader = false
+		}
+	}
+	check(apiVersion, "apiVersion", APIVersion)
+	check(kind, "kind", Kind)
+	if !okHeader {
+		return r, false
+	}
+	d.decode(root, reflect.ValueOf(&r.server).Elem(), "", root.Line)
+	r.server.Source = Source{File: d.file, Line: root.Line, Doc: idx, Fields: d.lines}
+	return r, true
+}
+
+// resolveWorkingDir makes workingDir absolute against base, the absolute
+// folder of the fleet file; empty means base.
+func resolveWorkingDir(s *Server, base string) {
+	switch {
+	case s.Spec.WorkingDir == "":
+		s.Spec.WorkingDir = base
+	case !filepath.IsAbs(s.Spec.WorkingDir):
+		s.Spec.WorkingDir = filepath.Join(base, s.Spec.WorkingDir)
+	default:
+		s.Spec.WorkingDir = filepath.Clean(s.Spec.WorkingDir)
+	}
+}

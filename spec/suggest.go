@@ -1,0 +1,54 @@
+package spec
+
+import (
+	"fmt"
+	"strings"
+)
+
+// suggest returns ", did you mean "x"?" for the known name nearest to name
+// by edit distance (case-insensitive), or the list of valid names when none
+// is near.
+func suggest(name string, known []string) string {
+	best, bestDist := "", -1
+	for _, k := range known {
+		dist := editDistance(strings.ToLower(name), strings.ToLower(k))
+		if bestDist < 0 || dist < bestDist {
+			best, bestDist = k, dist
+		}
+	}
+	if bestDist < 0 {
+		return ""
+	}
+	if bestDist <= max(2, len(best)/3) {
+		return fmt.Sprintf(", did you mean %q?", best)
+	}
+	return "; valid fields: " + strings.Join(known, ", ")
+}
+
+// editDistance is the Levenshtein distance between a and b, in bytes.
+// Inputs are bounded by the callers (field names of at most maxNameLen).
+func editDistance(a, b string) int {
+	if len(a) > maxNameLen {
+		a = a[:maxNameLen]
+	}
+	if len(b) > maxNameLen {
+		b = b[:maxNameLen]
+	}
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
+}
