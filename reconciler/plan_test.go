@@ -56,105 +56,113 @@ func TestPlanServer(t *testing.T) {
 			want: want("api", ActionNothing, PhaseRunning, "ready"),
 		},
 		{
-			name:    "running but not ready => nothing (readiness is reported, not acted on)",
-			desired: one("api", spec.RestartAlways),
+			name:     "running but not ready => nothing (readiness is reported, not acted on)",
+			desired:  one("api", spec.RestartAlways),
 			observed: map[string]Observed{"api": withRunning(running, func(o *Observed) { o.Ready = false })},
 			server:   "api",
 			want:     want("api", ActionNothing, PhaseRunning, "not ready"),
 		},
 		{
-			name:    "spec hash changed => replace",
-			desired: map[string]Desired{"api": {Server: srv("api", spec.RestartAlways), Hash: "h2"}},
+			name:     "spec hash changed => replace",
+			desired:  map[string]Desired{"api": {Server: srv("api", spec.RestartAlways), Hash: "h2"}},
 			observed: map[string]Observed{"api": running}, server: "api",
-			want: func() Action { a := want("api", ActionReplace, PhaseStopping, "spec changed"); a.Fresh = true; return a }(),
+			want: func() Action {
+				a := want("api", ActionReplace, PhaseStopping, "spec changed")
+				a.Fresh = true
+				return a
+			}(),
 		},
 		{
-			name:    "liveness failed => replace (restart)",
-			desired: one("api", spec.RestartAlways),
+			name:     "liveness failed => replace (restart)",
+			desired:  one("api", spec.RestartAlways),
 			observed: map[string]Observed{"api": withRunning(running, func(o *Observed) { o.LivenessFailed = true })},
 			server:   "api",
 			want:     want("api", ActionReplace, PhaseStopping, "liveness probe failed"),
 		},
 		{
-			name:    "owned and not tracked => adopt, never start again",
-			desired: one("api", spec.RestartAlways),
+			name:     "owned and not tracked => adopt, never start again",
+			desired:  one("api", spec.RestartAlways),
 			observed: map[string]Observed{"api": {Ownership: OwnOwned, SpecHash: "h1", Phase: PhasePending}},
 			server:   "api",
 			want:     want("api", ActionAdopt, PhaseRunning, "adopted: record proves ownership"),
 		},
 		{
-			name:    "owned, not tracked, hash changed => replace",
-			desired: map[string]Desired{"api": {Server: srv("api", spec.RestartAlways), Hash: "h2"}},
+			name:     "owned, not tracked, hash changed => replace",
+			desired:  map[string]Desired{"api": {Server: srv("api", spec.RestartAlways), Hash: "h2"}},
 			observed: map[string]Observed{"api": {Ownership: OwnOwned, SpecHash: "h1"}},
 			server:   "api",
-			want:     func() Action { a := want("api", ActionReplace, PhaseStopping, "spec changed"); a.Fresh = true; return a }(),
+			want: func() Action {
+				a := want("api", ActionReplace, PhaseStopping, "spec changed")
+				a.Fresh = true
+				return a
+			}(),
 		},
 		{
-			name:    "starting => nothing while the readiness wait runs",
-			desired: one("api", spec.RestartAlways),
+			name:     "starting => nothing while the readiness wait runs",
+			desired:  one("api", spec.RestartAlways),
 			observed: map[string]Observed{"api": {Ownership: OwnOwned, SpecHash: "h1", Tracked: true, Starting: true, Phase: PhaseStarting}},
 			server:   "api",
 			want:     want("api", ActionNothing, PhaseStarting, "starting"),
 		},
 		{
-			name:    "dead, Always, exit 1 => restart",
-			desired: one("api", spec.RestartAlways),
+			name:     "dead, Always, exit 1 => restart",
+			desired:  one("api", spec.RestartAlways),
 			observed: map[string]Observed{"api": {Exit: exit1, ExitHash: "h1", Phase: PhaseRunning}},
 			server:   "api",
 			want:     want("api", ActionStart, PhaseStarting, "restarting after exited with code 1"),
 		},
 		{
-			name:    "dead, Always, exit 0 => restart",
-			desired: one("api", spec.RestartAlways),
+			name:     "dead, Always, exit 0 => restart",
+			desired:  one("api", spec.RestartAlways),
 			observed: map[string]Observed{"api": {Exit: exit0, ExitHash: "h1"}},
 			server:   "api",
 			want:     want("api", ActionStart, PhaseStarting, "restarting after exited with code 0"),
 		},
 		{
-			name:    "dead, OnFailure, exit 0 => stays stopped",
-			desired: one("api", spec.RestartOnFailure),
+			name:     "dead, OnFailure, exit 0 => stays stopped",
+			desired:  one("api", spec.RestartOnFailure),
 			observed: map[string]Observed{"api": {Exit: exit0, ExitHash: "h1"}},
 			server:   "api",
 			want:     want("api", ActionNothing, PhaseStopped, "exited with code 0"),
 		},
 		{
-			name:    "dead, OnFailure, exit 1 => restart",
-			desired: one("api", spec.RestartOnFailure),
+			name:     "dead, OnFailure, exit 1 => restart",
+			desired:  one("api", spec.RestartOnFailure),
 			observed: map[string]Observed{"api": {Exit: exit1, ExitHash: "h1"}},
 			server:   "api",
 			want:     want("api", ActionStart, PhaseStarting, "restarting after exited with code 1"),
 		},
 		{
-			name:    "dead, OnFailure, killed by signal => restart",
-			desired: one("api", spec.RestartOnFailure),
+			name:     "dead, OnFailure, killed by signal => restart",
+			desired:  one("api", spec.RestartOnFailure),
 			observed: map[string]Observed{"api": {Exit: killed, ExitHash: "h1"}},
 			server:   "api",
 			want:     want("api", ActionStart, PhaseStarting, "restarting after killed by signal 9 (SIGKILL)"),
 		},
 		{
-			name:    "dead, Never, exit 1 => Failed, not restarted",
-			desired: one("api", spec.RestartNever),
+			name:     "dead, Never, exit 1 => Failed, not restarted",
+			desired:  one("api", spec.RestartNever),
 			observed: map[string]Observed{"api": {Exit: exit1, ExitHash: "h1"}},
 			server:   "api",
 			want:     want("api", ActionNothing, PhaseFailed, "exited with code 1"),
 		},
 		{
-			name:    "dead, Never, exit 0 => Stopped, not restarted",
-			desired: one("api", spec.RestartNever),
+			name:     "dead, Never, exit 0 => Stopped, not restarted",
+			desired:  one("api", spec.RestartNever),
 			observed: map[string]Observed{"api": {Exit: exit0, ExitHash: "h1"}},
 			server:   "api",
 			want:     want("api", ActionNothing, PhaseStopped, "exited with code 0"),
 		},
 		{
-			name:    "dead, Never, but the spec changed since => fresh start",
-			desired: map[string]Desired{"api": {Server: srv("api", spec.RestartNever), Hash: "h2"}},
+			name:     "dead, Never, but the spec changed since => fresh start",
+			desired:  map[string]Desired{"api": {Server: srv("api", spec.RestartNever), Hash: "h2"}},
 			observed: map[string]Observed{"api": {Exit: exit1, ExitHash: "h1", Phase: PhaseFailed}},
 			server:   "api",
 			want:     func() Action { a := want("api", ActionStart, PhaseStarting, "not running"); a.Fresh = true; return a }(),
 		},
 		{
-			name:    "backoff not expired => wait in CrashLoopBackOff",
-			desired: one("api", spec.RestartAlways),
+			name:     "backoff not expired => wait in CrashLoopBackOff",
+			desired:  one("api", spec.RestartAlways),
 			observed: map[string]Observed{"api": {Exit: exit1, ExitHash: "h1", BackoffRemaining: 4 * time.Second}},
 			server:   "api",
 			want: func() Action {
@@ -207,8 +215,8 @@ func TestPlanServer(t *testing.T) {
 			}(),
 		},
 		{
-			name:    "port held by a stranger => quarantine PortConflict",
-			desired: one("api", spec.RestartAlways),
+			name:     "port held by a stranger => quarantine PortConflict",
+			desired:  one("api", spec.RestartAlways),
 			observed: map[string]Observed{"api": {PortHolder: "pid 77 (nc -l 8080)", Phase: PhasePending}},
 			server:   "api",
 			want: func() Action {
@@ -218,8 +226,8 @@ func TestPlanServer(t *testing.T) {
 			}(),
 		},
 		{
-			name:    "port conflict already reported => nothing",
-			desired: one("api", spec.RestartAlways),
+			name:     "port conflict already reported => nothing",
+			desired:  one("api", spec.RestartAlways),
 			observed: map[string]Observed{"api": {PortHolder: "pid 77 (nc -l 8080)", Phase: PhaseQuarantined}},
 			server:   "api",
 			want: func() Action {
@@ -229,8 +237,8 @@ func TestPlanServer(t *testing.T) {
 			}(),
 		},
 		{
-			name:    "record quarantined (identity mismatch) => quarantine, signal nothing",
-			desired: one("api", spec.RestartAlways),
+			name:     "record quarantined (identity mismatch) => quarantine, signal nothing",
+			desired:  one("api", spec.RestartAlways),
 			observed: map[string]Observed{"api": {Ownership: OwnQuarantined, Reason: "IdentityMismatch", Message: "command line differs", Phase: PhasePending}},
 			server:   "api",
 			want: func() Action {
@@ -240,8 +248,8 @@ func TestPlanServer(t *testing.T) {
 			}(),
 		},
 		{
-			name:    "already quarantined => nothing, keep",
-			desired: one("api", spec.RestartAlways),
+			name:     "already quarantined => nothing, keep",
+			desired:  one("api", spec.RestartAlways),
 			observed: map[string]Observed{"api": {Ownership: OwnQuarantined, Reason: "UnverifiedOwner", Phase: PhaseQuarantined}},
 			server:   "api",
 			want: func() Action {
@@ -251,8 +259,8 @@ func TestPlanServer(t *testing.T) {
 			}(),
 		},
 		{
-			name:    "quarantined and removed from the files => still never stopped",
-			desired: map[string]Desired{},
+			name:     "quarantined and removed from the files => still never stopped",
+			desired:  map[string]Desired{},
 			observed: map[string]Observed{"api": {Ownership: OwnQuarantined, Reason: "Unkillable", Phase: PhaseQuarantined}},
 			server:   "api",
 			want: func() Action {
@@ -262,8 +270,8 @@ func TestPlanServer(t *testing.T) {
 			}(),
 		},
 		{
-			name:    "stale record => remove it, start",
-			desired: one("api", spec.RestartAlways),
+			name:     "stale record => remove it, start",
+			desired:  one("api", spec.RestartAlways),
 			observed: map[string]Observed{"api": {Ownership: OwnStale, Reason: "process gone", SpecHash: "h1"}},
 			server:   "api",
 			want: func() Action {
@@ -273,8 +281,8 @@ func TestPlanServer(t *testing.T) {
 			}(),
 		},
 		{
-			name:    "stranger reused the pid => remove the record, signal nothing, start",
-			desired: one("api", spec.RestartNever),
+			name:     "stranger reused the pid => remove the record, signal nothing, start",
+			desired:  one("api", spec.RestartNever),
 			observed: map[string]Observed{"api": {Ownership: OwnReused, Reason: "start time differs", SpecHash: "h1"}},
 			server:   "api",
 			want: func() Action {
@@ -284,8 +292,8 @@ func TestPlanServer(t *testing.T) {
 			}(),
 		},
 		{
-			name:    "stale record of a server no longer declared => remove it, nothing else",
-			desired: map[string]Desired{},
+			name:     "stale record of a server no longer declared => remove it, nothing else",
+			desired:  map[string]Desired{},
 			observed: map[string]Observed{"api": {Ownership: OwnStale}},
 			server:   "api",
 			want: func() Action {
@@ -295,8 +303,8 @@ func TestPlanServer(t *testing.T) {
 			}(),
 		},
 		{
-			name:    "held by down, running => stop",
-			desired: map[string]Desired{"api": {Server: srv("api", spec.RestartAlways), Hash: "h1", Held: true}},
+			name:     "held by down, running => stop",
+			desired:  map[string]Desired{"api": {Server: srv("api", spec.RestartAlways), Hash: "h1", Held: true}},
 			observed: map[string]Observed{"api": running}, server: "api",
 			want: want("api", ActionStop, PhaseStopping, "stopped by down"),
 		},
