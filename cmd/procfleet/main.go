@@ -1,5 +1,35 @@
 // Command procfleet keeps a fleet of local server processes in the state that
 // YAML files declare.
+//
+// This package is the command line only: flags, output formats and exit
+// codes. Loading, planning and acting live in spec, reconciler, observe and
+// actuate.
 package main
 
-func main() {}
+import (
+	"context"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+// run executes procfleet with args and returns the process exit code.
+// Tests call it in place of main.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	opts := &globalOptions{}
+	root := newRootCmd(opts)
+	root.SetArgs(args)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	err := root.ExecuteContext(ctx)
+	opts.syncLogs()
+	return exitCodeOf(err, stderr)
+}

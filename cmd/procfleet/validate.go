@@ -1,0 +1,180 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/procfleet/procfleet/spec"
+)
+
+// Output formats of validate.
+const (
+	validateText   = "text"
+	validateJSON   = "json"
+	validateGitHub = "github"
+)
+
+func newValidateCmd(opts *globalOptions) *cobra.Command {
+	var output string
+	cmd := &cobra.Command{
+		Use:   "validate [-f PATH]... [-o text|json|github]",
+		Short: "Check fleet files and report every error",
+		Long: `Validate reads the fleet files as every other command does (strict decoding,
+defaults, validation across all files) and reports every error at once, each
+with its file, line and field path.
+
+Output formats (-o):
+  text    one "file:line: field: message" line per error (default)
+  json    an array of {"file", "line", "field", "message"} objects ([] when valid)
+  github  GitHub Actions workflow commands (::error file=F,line=L,title=FIELD::message),
+          so a CI run marks the offending lines
+
+Exit status: 0 when the files are valid, 1 on any error.`,
+		Example: `  # Check procfleet.yaml in the current folder
+  procfleet validate
+
+  # Check a folder of fleet files and an extra file
+  procfleet validate -f examples/quickstart -f extra.yaml
+
+  # In a GitHub Actions step: annotate the lines at fault
+  procfleet validate -f procfleet.yaml -o github`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			switch output {
+			case validateText, validateJSON, validateGitHub:
+			default:
+				return fmt.Errorf("invalid -o %q: want text, json or github", output)
+			}
+			fleet, err := spec.Load(opts.FleetPaths()...)
+			var list spec.ErrorList
+			if err != nil {
+				list = fieldErrors(err)
+				if list == nil {
+					return fmt.Errorf("validate: %w", err)
+				}
+			}
+			if werr := writeValidation(cmd.OutOrStdout(), output, fleet, list); werr != nil {
+				return fmt.Errorf("validate: write output: %w", werr)
+			}
+			if len(list) > 0 {
+				return silentExit(exitFailure)
+			}
+			return nil
+		},
+	}
+	opts.addFileFlags(cmd)
+	cmd.Flags().StringVarP(&output, "output", "o", validateText, "output format: text, json or github")
+	return cmd
+}
+
+// fieldErrors extracts the field errors from what spec.Load returned, or nil
+// when err carries none.
+func fieldErrors(err error) spec.ErrorList {
+	var list spec.ErrorList
+	if errors.As(err, &list) && len(list) > 0 {
+		return list
+	}
+	var fe *spec.FieldError
+	if errors.As(err, &fe) {
+		return spec.ErrorList{fe}
+	}
+	return nil
+}
+
+// validationError is one line of validate's JSON output, the same shape as
+// the "errors" of status -o json.
+type validationError struct {
+	File    string `json:"file"`
+	Line    int    `json:"line"`
+	Field   string `json:"field"`
+	Message string `json:"message"`
+}
+
+// writeValidation prints the outcome of loading the fleet in format.
+func writeValidation(w io.Writer, format string, fleet *spec.Fleet, list spec.ErrorList) error {
+	switch format {
+	case validateJSON:
+		out := make([]validationError, 0, len(list))
+		for _, e := range list {
+			out = append(out, validationError{File: e.File, Line: e.Line, Field: e.Field, Message: e.Message})
+		}
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		return enc.Encode(out)
+	case validateGitHub:
+		var b strings.Builder
+		for _, e := range list {
+			b.WriteString(githubAnnotation(e))
+			b.WriteByte('\n')
+		}
+		if len(list) == 0 {
+			b.WriteString(okSummary(fleet))
+		}
+		_, err := io.WriteString(w, b.String())
+		return err
+	default:
+		var b strings.Builder
+		for _, e := range list {
+			b.WriteString(e.Error())
+			b.WriteByte('\n')
+		}
+		if len(list) == 0 {
+			b.WriteString(okSummary(fleet))
+		} else {
+			fmt.Fprintf(&b, "%s\n", plural(len(list), "error"))
+		}
+		_, err := io.WriteString(w, b.String())
+		return err
+	}
+}
+
+// okSummary is the one line printed for a valid fleet.
+func okSummary(fleet *spec.Fleet) string {
+	n, files := 0, 0
+	if fleet != nil {
+		n, files = len(fleet.Servers), len(fleet.Files)
+	}
+	return fmt.Sprintf("%s OK (%s)\n", plural(n, "server"), plural(files, "file"))
+}
+
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return strconv.Itoa(n) + " " + noun + "s"
+}
+
+// githubAnnotation formats e as a GitHub Actions error workflow command.
+// Properties and message are escaped as the runner expects (%, CR, LF, and in
+// properties also ':' and ',').
+func githubAnnotation(e *spec.FieldError) string {
+	var props []string
+	if e.File != "" {
+		props = append(props, "file="+escapeGitHubProperty(e.File))
+	}
+	if e.Line > 0 {
+		props = append(props, "line="+strconv.Itoa(e.Line))
+	}
+	if e.Field != "" {
+		props = append(props, "title="+escapeGitHubProperty(e.Field))
+	}
+	cmd := "::error"
+	if len(props) > 0 {
+		cmd += " " + strings.Join(props, ",")
+	}
+	return cmd + "::" + escapeGitHubData(e.Message)
+}
+
+var (
+	githubDataEscaper     = strings.NewReplacer("%", "%25", "\r", "%0D", "\n", "%0A")
+	githubPropertyEscaper = strings.NewReplacer("%", "%25", "\r", "%0D", "\n", "%0A", ":", "%3A", ",", "%2C")
+)
+
+func escapeGitHubData(s string) string     { return githubDataEscaper.Replace(s) }
+func escapeGitHubProperty(s string) string { return githubPropertyEscaper.Replace(s) }
