@@ -24,7 +24,7 @@ func main() {
 // run executes procfleet with args and returns the process exit code.
 // Tests call it in place of main.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	opts := &globalOptions{}
+	opts := &globalOptions{logOut: stderr}
 	root := newRootCmd(opts)
 	root.SetArgs(args)
 	root.SetOut(stdout)

@@ -5,6 +5,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"sync"
 
 	"github.com/go-logr/logr"
 	"github.com/go-logr/zapr"
@@ -43,8 +44,10 @@ type globalOptions struct {
 	getenv func(string) string
 	// logOut receives the logs: the root command's stderr, set before RunE.
 	logOut io.Writer
-	log    *logr.Logger
-	sync   func() error
+
+	mu   sync.Mutex // guards log and sync
+	log  *logr.Logger
+	sync func() error
 }
 
 // addFileFlags registers -f/--file on a command that reads fleet files.
@@ -118,7 +121,11 @@ func (o *globalOptions) StateDirPath() (string, error) {
 // behind logr, writing to the command's stderr, console lines for a terminal
 // and JSON lines otherwise (or as --log-format says), at V(0) plus one level
 // per -v.
+//
+// Logger is safe for concurrent use.
 func (o *globalOptions) Logger() logr.Logger {
+	o.mu.Lock()
+	defer o.mu.Unlock()
 	if o.log != nil {
 		return *o.log
 	}
@@ -142,6 +149,8 @@ func (o *globalOptions) Logger() logr.Logger {
 
 // syncLogs flushes buffered log entries; main calls it before exiting.
 func (o *globalOptions) syncLogs() {
+	o.mu.Lock()
+	defer o.mu.Unlock()
 	if o.sync != nil {
 		_ = o.sync() // Sync on a terminal or pipe fails with EINVAL; nothing to do about it.
 	}

@@ -26,21 +26,22 @@ func TestStateDirPath(t *testing.T) {
 
 	tests := []struct {
 		name     string
-		opts     globalOptions
+		stateDir string
+		files    []string
 		env      string
 		wantPath string
 	}{
-		{"flag wins", globalOptions{StateDir: "/flag", Files: []string{fleetFile}}, "/env", "/flag"},
-		{"env next", globalOptions{Files: []string{fleetFile}}, "/env", "/env"},
-		{"relative flag is made absolute", globalOptions{StateDir: "rel"}, "", filepath.Join(tmp, "rel")},
-		{"folder of the first file", globalOptions{Files: []string{fleetFile, fleetDir}}, "", filepath.Join(tmp, "a", ".procfleet")},
-		{"first -f is a folder", globalOptions{Files: []string{"fleet", fleetFile}}, "", filepath.Join(fleetDir, ".procfleet")},
-		{"missing file: its folder", globalOptions{Files: []string{"b/none.yaml"}}, "", filepath.Join(tmp, "b", ".procfleet")},
-		{"default procfleet.yaml", globalOptions{}, "", filepath.Join(tmp, ".procfleet")},
+		{"flag wins", "/flag", []string{fleetFile}, "/env", "/flag"},
+		{"env next", "", []string{fleetFile}, "/env", "/env"},
+		{"relative flag is made absolute", "rel", nil, "", filepath.Join(tmp, "rel")},
+		{"folder of the first file", "", []string{fleetFile, fleetDir}, "", filepath.Join(tmp, "a", ".procfleet")},
+		{"first -f is a folder", "", []string{"fleet", fleetFile}, "", filepath.Join(fleetDir, ".procfleet")},
+		{"missing file: its folder", "", []string{"b/none.yaml"}, "", filepath.Join(tmp, "b", ".procfleet")},
+		{"default procfleet.yaml", "", nil, "", filepath.Join(tmp, ".procfleet")},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			opts := tt.opts
+			opts := &globalOptions{StateDir: tt.stateDir, Files: tt.files}
 			opts.getenv = func(k string) string {
 				if k == stateDirEnv {
 					return tt.env
