@@ -310,3 +310,33 @@ func (w wrapped) Error() string { return "wrapped: " + w.err.Error() }
 func (w wrapped) Unwrap() error { return w.err }
 
 func wrap(err error) error { return wrapped{err} }
+
+// TestExampleModelines checks that every example fleet file starts with a
+// yaml-language-server modeline pointing at the checked-in schema.
+func TestExampleModelines(t *testing.T) {
+	files, err := filepath.Glob(filepath.Join("..", "..", "examples", "*", "*.yaml"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no example fleet files found: %v", err)
+	}
+	want, err := filepath.Abs(filepath.Join("..", "..", "examples", "schema", "server.schema.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const prefix = "# yaml-language-server: $schema="
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		first, _, _ := strings.Cut(string(b), "\n")
+		ref, ok := strings.CutPrefix(first, prefix)
+		if !ok {
+			t.Errorf("%s: first line %q, want %s<path of examples/schema/server.schema.json>", f, first, prefix)
+			continue
+		}
+		got, err := filepath.Abs(filepath.Join(filepath.Dir(f), filepath.FromSlash(ref)))
+		if err != nil || got != want {
+			t.Errorf("%s: modeline points at %s, want %s", f, got, want)
+		}
+	}
+}
