@@ -3,6 +3,8 @@ package actuate
 import (
 	"fmt"
 	"strings"
+
+	"github.com/procfleet/procfleet/observe"
 )
 
 // QuarantineReason says why a server is left alone. The values are the
@@ -33,7 +35,7 @@ type QuarantineError struct {
 	Reason  QuarantineReason
 	PID     int
 	PGID    int
-	State   string // process state when known (Unkillable); TODO: observe.State once observe lands
+	State   observe.State // process state when known (Unkillable)
 	Message string
 	Hint    string // manual-stop instruction, see ManualStopHint
 }
