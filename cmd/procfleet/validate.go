@@ -51,6 +51,7 @@ Exit status: 0 when the files are valid, 1 on any error.`,
 			default:
 				return fmt.Errorf("invalid -o %q: want text, json or github", output)
 			}
+			log := opts.Logger().WithName("validate")
 			fleet, err := spec.Load(opts.FleetPaths()...)
 			var list spec.ErrorList
 			if err != nil {
@@ -58,6 +59,9 @@ Exit status: 0 when the files are valid, 1 on any error.`,
 				if list == nil {
 					return fmt.Errorf("validate: %w", err)
 				}
+				log.V(1).Info("fleet files invalid", "paths", opts.FleetPaths(), "errors", len(list))
+			} else {
+				log.V(1).Info("fleet files valid", "files", fleet.Files, "servers", len(fleet.Servers))
 			}
 			if werr := writeValidation(cmd.OutOrStdout(), output, fleet, list); werr != nil {
 				return fmt.Errorf("validate: write output: %w", werr)
