@@ -1,3 +1,49 @@
 // Package observe tells what is running: process identity, liveness, exit
-// notification, listening ports and their owners, and probes.
+// notification, listening ports and their owners, and probes. It imports
+// nothing of the project; reconciler reads through it and actuate re-checks
+// identities with it before every signal.
+//
+// Guarantees:
+//   - Identity is (boot id, pid, start time), plus the pidfs inode of a pidfd
+//     on Linux >= 6.9 (Handle.PidfdInode), which two processes never share.
+//     /proc/PID/stat is parsed from the last ')', so a comm holding spaces,
+//     parentheses or newlines cannot shift the fields.
+//   - Liveness never reports a process as gone because it could not be read:
+//     kill(pid, 0) decides existence (ESRCH gone, EPERM exists), a zombie or
+//     dead process counts as gone, and anything unreadable is unknown.
+//   - Pin opens the pin (a pidfd on Linux, a kqueue NOTE_EXIT registration on
+//     macOS) before any identity read; Handle.Identity reports ErrUntrusted
+//     when the pinned process had exited by the end of the read. On Linux,
+//     Handle.Signal and Handle.Wait go through the pidfd and cannot reach a
+//     process that reused the pid. On macOS Signal uses kill(2) right after
+//     checking the kqueue (a tiny window remains: macOS has no pidfd).
+//   - Where pidfd_open fails with ENOSYS or EPERM (old kernels, seccomp),
+//     Pin returns PinNone handles: exits are found by polling with backoff
+//     (10 ms to 500 ms) and a start-time comparison. Handle.Mode and
+//     ExitWatcher.Mode say which path is in use; callers log it.
+//   - One ExitWatcher goroutine serves any number of processes (one epoll
+//     instance over pidfds on Linux, one kqueue on macOS); Close ends it and
+//     waits for it. Handle.Wait parks a goroutine on the runtime poller, not
+//     an OS thread.
+//   - Ports (Linux): /proc/net/tcp and /proc/net/tcp6 (dual-stack listeners
+//     appear only in tcp6), owners by reading /proc/*/fd socket links only
+//     when a listener exists. When fd folders cannot be read (another user's
+//     processes, no privilege) and the holder was not found, OwnerVisible is
+//     false: the owner is unknown, not absent. Only this network namespace
+//     is visible.
+//   - Ports (macOS): without cgo there is no listener table, so Listeners
+//     runs `lsof -nP -l -iTCP:PORT -sTCP:LISTEN -a -F pcun` and parses its
+//     field output; PortAccepting (a TCP connect) stays the ground truth, and
+//     a port that accepts while lsof shows nothing (another user's process)
+//     is reported with OwnerVisible false.
+//   - Probes are bounded by their timeout: HTTP GET (2xx/3xx success, no
+//     redirects followed, no keep-alives, no proxy), TCP connect, and exec
+//     (exit 0; run in its own process group, killed as a group on timeout).
+//     Messages are short: "GET /health: 503", "connect: connection refused",
+//     "exit code 3: first line of output".
+//
+// Platforms: Linux is implemented and tested. The darwin code is
+// compile-checked only (GOOS=darwin go build / go vet): no macOS machine was
+// available. Other systems get ErrNotSupported for process observation;
+// probes and PortAccepting work everywhere.
 package observe

@@ -1,0 +1,61 @@
+//go:build linux || darwin
+
+package observe
+
+import (
+	"errors"
+	"os"
+	"syscall"
+	"time"
+)
+
+// handleSys holds the pin: a pidfd (Linux) or a kqueue (macOS) wrapped in an
+// *os.File, so that every use holds a reference (Control) and Close cannot
+// pull the descriptor from under a syscall, and so that waits park on the
+// runtime's poller.
+type handleSys struct {
+	f         *os.File
+	rc        syscall.RawConn
+	inode     uint64
+	haveInode bool
+}
+
+func (s *handleSys) set(fd int, name string) error {
+	s.f = os.NewFile(uintptr(fd), name)
+	rc, err := s.f.SyscallConn()
+	if err != nil {
+		s.f.Close()
+		return err
+	}
+	s.rc = rc
+	return nil
+}
+
+// control runs fn with the descriptor; it fails once the handle is closed.
+func (h *Handle) control(fn func(fd int)) error {
+	return h.sys.rc.Control(func(fd uintptr) { fn(int(fd)) })
+}
+
+func (h *Handle) sysClose() error { return h.sys.f.Close() }
+
+// waitFD parks until ready(fd) is true. When the descriptor cannot be
+// registered with the runtime poller it falls back to block(fd, 1s) in a
+// loop, which holds a thread but notices Close within a second.
+func (h *Handle) waitFD(ready func(fd int) bool, block func(fd int, d time.Duration) bool) error {
+	err := h.sys.rc.Read(func(fd uintptr) bool { return ready(int(fd)) })
+	if err == nil || errors.Is(err, os.ErrClosed) || h.isClosed() {
+		return err
+	}
+	for {
+		if h.isClosed() {
+			return os.ErrClosed
+		}
+		var got bool
+		if cerr := h.control(func(fd int) { got = block(fd, time.Second) }); cerr != nil {
+			return cerr
+		}
+		if got {
+			return nil
+		}
+	}
+}

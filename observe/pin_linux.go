@@ -1,0 +1,180 @@
+package observe
+
+import (
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// pidfsMagic is PIDFS_MAGIC, the statfs type of pidfds on kernels >= 6.9.
+const pidfsMagic = 0x50494446
+
+// pidfdBroken is set once pidfd_open failed with ENOSYS or EPERM (a kernel
+// before 5.3, or a seccomp filter); later pins go straight to PinNone.
+var pidfdBroken atomic.Bool
+
+// Pin opens a pidfd on pid. Identity read through the returned handle is
+// checked against the pidfd, signals go through it, and waits poll it, so
+// none of them can reach a process that later reuses the pid. When
+// pidfd_open is not available (ENOSYS, or EPERM from a seccomp filter) the
+// handle is PinNone: it remembers the start time it read and polls; the
+// caller should log that mode. The error wraps ErrGone when pid does not
+// exist.
+func Pin(pid int) (*Handle, error) {
+	if pid <= 0 {
+		return nil, fmt.Errorf("pin pid %d: %w", pid, ErrGone)
+	}
+	if !pidfdBroken.Load() {
+		h, err := pinPidfd(pid)
+		if err == nil || !(errors.Is(err, unix.ENOSYS) || errors.Is(err, unix.EPERM)) {
+			return h, err
+		}
+		pidfdBroken.Store(true)
+	}
+	return pinNone(pid)
+}
+
+func pinPidfd(pid int) (*Handle, error) {
+	fd, err := unix.PidfdOpen(pid, unix.PIDFD_NONBLOCK)
+	if errors.Is(err, unix.EINVAL) {
+		// Before 5.10 PIDFD_NONBLOCK is unknown; O_NONBLOCK on the
+		// descriptor only matters to the runtime poller.
+		fd, err = unix.PidfdOpen(pid, 0)
+		if err == nil {
+			if serr := unix.SetNonblock(fd, true); serr != nil {
+				unix.Close(fd)
+				return nil, fmt.Errorf("pin pid %d: %w", pid, serr)
+			}
+		}
+	}
+	switch {
+	case errors.Is(err, unix.ESRCH):
+		return nil, fmt.Errorf("pin pid %d: %w", pid, ErrGone)
+	case errors.Is(err, unix.ENOENT):
+		// pid is a thread of another process, not a process.
+		return nil, fmt.Errorf("pin pid %d: not a process: %w", pid, ErrGone)
+	case err != nil:
+		return nil, fmt.Errorf("pin pid %d: pidfd_open: %w", pid, err)
+	}
+	h := newHandle(pid, PinPidfd)
+	h.sys.inode, h.sys.haveInode = pidfsInode(fd)
+	if err := h.sys.set(fd, "pidfd"); err != nil {
+		return nil, fmt.Errorf("pin pid %d: %w", pid, err)
+	}
+	return h, nil
+}
+
+func pinNone(pid int) (*Handle, error) {
+	if err := unix.Kill(pid, 0); errors.Is(err, unix.ESRCH) {
+		return nil, fmt.Errorf("pin pid %d: %w", pid, ErrGone)
+	}
+	h := newHandle(pid, PinNone)
+	st, err := readStat(pid)
+	switch {
+	case errors.Is(err, ErrGone):
+		return nil, fmt.Errorf("pin pid %d: %w", pid, ErrGone)
+	case err == nil && st.State.Exited():
+		return nil, fmt.Errorf("pin pid %d: %s: %w", pid, st.State, ErrGone)
+	case err == nil:
+		h.start = st.StartTime
+	}
+	return h, nil
+}
+
+// pidfsInode returns the inode of a pidfd when it lives on pidfs (Linux >=
+// 6.9), where it names one process for the life of the system.
+func pidfsInode(fd int) (uint64, bool) {
+	var sfs unix.Statfs_t
+	if err := unix.Fstatfs(fd, &sfs); err != nil || uint64(sfs.Type) != pidfsMagic {
+		return 0, false
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return 0, false
+	}
+	return st.Ino, true
+}
+
+// PidfdInode returns the pidfs inode of the handle's pidfd (Linux >= 6.9);
+// false on older kernels and for PinNone handles.
+func (h *Handle) PidfdInode() (uint64, bool) {
+	return h.sys.inode, h.sys.haveInode
+}
+
+// Identity reads the identity of the pinned process and then checks that the
+// process had not exited when the read ended. If it had, the error wraps
+// ErrUntrusted (and the Identity returned is what was read, for messages
+// only). For PinNone handles, a start time other than the one read at Pin
+// time is also ErrUntrusted.
+func (h *Handle) Identity() (Identity, error) {
+	if h.isClosed() {
+		return Identity{}, fmt.Errorf("identity of pid %d: handle closed", h.pid)
+	}
+	id, err := ReadIdentity(h.pid)
+	if err != nil {
+		if errors.Is(err, ErrGone) && h.mode == PinPidfd {
+			return id, fmt.Errorf("identity of pid %d: %w: %w", h.pid, ErrUntrusted, err)
+		}
+		return id, err
+	}
+	if h.mode == PinNone && h.start != 0 && id.StartTime != h.start {
+		h.exitedSeen.Store(true)
+		return id, fmt.Errorf("identity of pid %d: start time %d, pinned %d: %w", h.pid, id.StartTime, h.start, ErrUntrusted)
+	}
+	if h.Exited() {
+		return id, fmt.Errorf("identity of pid %d: %w", h.pid, ErrUntrusted)
+	}
+	return id, nil
+}
+
+func (h *Handle) sysExited() bool {
+	exited := false
+	_ = h.control(func(fd int) { exited = pollIn(fd, 0) })
+	return exited
+}
+
+// pollIn polls fd for POLLIN for up to d (0: do not block).
+func pollIn(fd int, d time.Duration) bool {
+	fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+	for {
+		n, err := unix.Poll(fds, int(d/time.Millisecond))
+		if err == unix.EINTR {
+			continue
+		}
+		return err == nil && n > 0 && fds[0].Revents&(unix.POLLIN|unix.POLLHUP) != 0
+	}
+}
+
+func (h *Handle) sysWaitExit() error {
+	return h.waitFD(func(fd int) bool { return pollIn(fd, 0) }, pollIn)
+}
+
+// Signal sends sig to the pinned process through its pidfd, which cannot
+// reach a process that reused the pid. The error wraps ErrGone when the
+// process has exited (a zombie included).
+func (h *Handle) Signal(sig syscall.Signal) error {
+	if h.isClosed() {
+		return fmt.Errorf("signal %v to pid %d: handle closed", sig, h.pid)
+	}
+	if h.Exited() {
+		return fmt.Errorf("signal %v to pid %d: %w", sig, h.pid, ErrGone)
+	}
+	var err error
+	if h.mode == PinNone {
+		err = unix.Kill(h.pid, sig)
+	} else if cerr := h.control(func(fd int) { err = unix.PidfdSendSignal(fd, sig, nil, 0) }); cerr != nil {
+		return fmt.Errorf("signal %v to pid %d: %w", sig, h.pid, cerr)
+	}
+	if errors.Is(err, unix.ESRCH) {
+		h.exitedSeen.Store(true)
+		return fmt.Errorf("signal %v to pid %d: %w", sig, h.pid, ErrGone)
+	}
+	if err != nil {
+		return fmt.Errorf("signal %v to pid %d: %w", sig, h.pid, err)
+	}
+	return nil
+}

@@ -1,0 +1,7 @@
+//go:build !unix
+
+package observe
+
+import "os/exec"
+
+func setProbeGroup(*exec.Cmd) {}

@@ -1,0 +1,214 @@
+package observe
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+const bootIDPath = "/proc/sys/kernel/random/boot_id"
+
+var bootID = sync.OnceValues(func() (string, error) {
+	b, err := os.ReadFile(bootIDPath)
+	if err != nil {
+		return "", fmt.Errorf("read boot id: %w", err)
+	}
+	id := strings.TrimSpace(string(b))
+	if id == "" {
+		return "", fmt.Errorf("read boot id: %s is empty", bootIDPath)
+	}
+	return id, nil
+})
+
+// BootID returns the id of the current boot (read once and cached).
+func BootID() (string, error) { return bootID() }
+
+// readProcFile reads /proc/PID/name. A missing file is mapped to ErrGone
+// when kill(pid, 0) confirms that the pid is gone; otherwise (hidepid, a
+// thread id) the error stays a plain error, never ErrGone.
+func readProcFile(pid int, name string) ([]byte, error) {
+	path := "/proc/" + strconv.Itoa(pid) + "/" + name
+	b, err := os.ReadFile(path)
+	if err == nil {
+		return b, nil
+	}
+	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ESRCH) {
+		if kerr := unix.Kill(pid, 0); errors.Is(kerr, unix.ESRCH) {
+			return nil, fmt.Errorf("read %s: %w", path, ErrGone)
+		}
+	}
+	return nil, fmt.Errorf("read %s: %w", path, err)
+}
+
+func readStat(pid int) (procStat, error) {
+	b, err := readProcFile(pid, "stat")
+	if err != nil {
+		return procStat{}, err
+	}
+	st, err := parseStat(b)
+	if err != nil {
+		return procStat{}, fmt.Errorf("pid %d: %w", pid, err)
+	}
+	return st, nil
+}
+
+func startTimeOf(pid int) (uint64, error) {
+	st, err := readStat(pid)
+	return st.StartTime, err
+}
+
+// ReadIdentity reads the identity of pid from /proc without pinning it. The
+// reads are not atomic: use Pin and Handle.Identity where it matters. The
+// error wraps ErrGone when the process does not exist.
+func ReadIdentity(pid int) (Identity, error) {
+	if pid <= 0 {
+		return Identity{}, fmt.Errorf("read identity of pid %d: %w", pid, ErrGone)
+	}
+	st, err := readStat(pid)
+	if err != nil {
+		return Identity{}, fmt.Errorf("read identity: %w", err)
+	}
+	id := Identity{
+		PID: st.PID, PPID: st.PPID, PGID: st.PGID, SID: st.SID,
+		State: st.State, StartTime: st.StartTime, Comm: st.Comm, UID: -1,
+	}
+	if id.BootID, err = BootID(); err != nil {
+		return Identity{}, fmt.Errorf("read identity of pid %d: %w", pid, err)
+	}
+	status, err := readProcFile(pid, "status")
+	if err != nil {
+		return Identity{}, fmt.Errorf("read identity: %w", err)
+	}
+	if id.UID, err = parseStatusUID(status); err != nil {
+		return Identity{}, fmt.Errorf("read identity of pid %d: %w", pid, err)
+	}
+	cmdline, err := readProcFile(pid, "cmdline")
+	if err != nil {
+		return Identity{}, fmt.Errorf("read identity: %w", err)
+	}
+	id.Cmdline = parseCmdline(cmdline)
+	return id, nil
+}
+
+// CheckLiveness asks kill(pid, 0) first (ESRCH: gone; 0 or EPERM: exists),
+// then the state: a zombie or dead process is gone; a state that cannot be
+// read (hidepid, races, permissions) is unknown, never gone.
+func CheckLiveness(pid int) Liveness {
+	if pid <= 0 {
+		return LivenessGone
+	}
+	if err := unix.Kill(pid, 0); errors.Is(err, unix.ESRCH) {
+		return LivenessGone
+	} else if err != nil && !errors.Is(err, unix.EPERM) {
+		return LivenessUnknown
+	}
+	st, err := readStat(pid)
+	switch {
+	case errors.Is(err, ErrGone):
+		return LivenessGone
+	case err != nil:
+		return LivenessUnknown
+	case st.State.Exited():
+		return LivenessGone
+	}
+	return LivenessAlive
+}
+
+// scanProcs calls fn with the parsed stat of every process in /proc.
+// Processes that vanish during the scan are skipped.
+func scanProcs(fn func(procStat)) error {
+	d, err := os.Open("/proc")
+	if err != nil {
+		return fmt.Errorf("scan processes: %w", err)
+	}
+	defer d.Close()
+	names, err := d.Readdirnames(-1)
+	if err != nil {
+		return fmt.Errorf("scan processes: %w", err)
+	}
+	buf := make([]byte, 0, 512)
+	for _, name := range names {
+		if name == "" || name[0] < '1' || name[0] > '9' {
+			continue
+		}
+		pid, err := strconv.Atoi(name)
+		if err != nil {
+			continue
+		}
+		buf, err = readSmall("/proc/"+name+"/stat", buf[:0])
+		if err != nil {
+			continue
+		}
+		st, err := parseStat(buf)
+		if err != nil || st.PID != pid {
+			continue
+		}
+		fn(st)
+	}
+	return nil
+}
+
+// readSmall reads a small file into buf with one open and few reads.
+func readSmall(path string, buf []byte) ([]byte, error) {
+	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return buf, err
+	}
+	defer unix.Close(fd)
+	for {
+		if len(buf) == cap(buf) {
+			buf = append(buf, 0)[:len(buf)]
+		}
+		n, err := unix.Read(fd, buf[len(buf):cap(buf)])
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return buf, err
+		}
+		if n == 0 {
+			return buf, nil
+		}
+		buf = buf[:len(buf)+n]
+	}
+}
+
+// GroupMembers returns the live (not zombie) pids whose process group is
+// pgid, from a scan of /proc.
+func GroupMembers(pgid int) ([]int, error) {
+	if pgid <= 0 {
+		return nil, fmt.Errorf("list group %d: invalid process group", pgid)
+	}
+	var pids []int
+	err := scanProcs(func(st procStat) {
+		if st.PGID == pgid && !st.State.Exited() {
+			pids = append(pids, st.PID)
+		}
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list group %d: %w", pgid, err)
+	}
+	return pids, nil
+}
+
+// Descendants returns the live (not zombie) descendants of pid by parent
+// chain, from one scan of /proc. It finds those that left the process group
+// or session, but not those reparented to init or a subreaper.
+func Descendants(pid int) ([]int, error) {
+	if pid <= 0 {
+		return nil, fmt.Errorf("list descendants of %d: invalid pid", pid)
+	}
+	var all []procStat
+	err := scanProcs(func(st procStat) { all = append(all, st) })
+	if err != nil {
+		return nil, fmt.Errorf("list descendants of %d: %w", pid, err)
+	}
+	return descendantsOf(pid, all), nil
+}
