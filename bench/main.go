@@ -1,0 +1,459 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log"
+	"net"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+func main() {
+	if err := run(os.Args[1:], os.Stdout, os.Stderr); err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+}
+
+type options struct {
+	peers     []string
+	scenarios []string
+	n         int
+	kills     int
+	idle      time.Duration
+	portBase  int
+	jsonPath  string
+	floor     bool
+	keep      bool
+	pm2Dir    string
+	install   bool
+}
+
+func parseFlags(args []string, stderr io.Writer) (options, error) {
+	home, _ := os.UserHomeDir()
+	var o options
+	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	peers := fs.String("peers", "procfleet,supervisord,pm2", "supervisors to measure, comma-separated")
+	scenarios := fs.String("scenarios", strings.Join(allScenarios, ","), "scenarios to run, comma-separated")
+	fs.IntVar(&o.n, "n", 100, "servers in the fleet scenarios (cold, idle, edit, stop)")
+	fs.IntVar(&o.kills, "kills", 20, "kill -9 rounds in the crash scenario")
+	fs.DurationVar(&o.idle, "idle", 30*time.Second, "idle window")
+	fs.IntVar(&o.portBase, "port-base", 20000, "first loopback port to try; ports are checked free")
+	fs.StringVar(&o.jsonPath, "json", "", "write the results as JSON to this file")
+	fs.BoolVar(&o.floor, "floor", true, "measure the floors (the bench starting the servers itself)")
+	fs.BoolVar(&o.keep, "keep", false, "keep the temp folder (configs, logs, stamps)")
+	fs.StringVar(&o.pm2Dir, "pm2-dir", filepath.Join(home, ".cache", "procfleet-bench", "pm2"), "where PM2 is installed from npm")
+	fs.BoolVar(&o.install, "install", true, "install supervisord (apt-get) and PM2 (npm) when missing")
+	if err := fs.Parse(args); err != nil {
+		return o, err
+	}
+	o.peers = splitList(*peers)
+	o.scenarios = splitList(*scenarios)
+	for _, p := range o.peers {
+		if !slices.Contains([]string{peerProcfleet, peerSupervisord, peerPM2}, p) {
+			return o, fmt.Errorf("unknown peer %q (want procfleet, supervisord, pm2)", p)
+		}
+	}
+	for _, s := range o.scenarios {
+		if !slices.Contains(allScenarios, s) {
+			return o, fmt.Errorf("unknown scenario %q (want %s)", s, strings.Join(allScenarios, ", "))
+		}
+	}
+	if o.n < 2 || o.kills < 1 || o.idle <= 0 {
+		return o, errors.New("-n must be at least 2, -kills at least 1, -idle positive")
+	}
+	return o, nil
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, x := range strings.Split(s, ",") {
+		if x = strings.TrimSpace(x); x != "" && !slices.Contains(out, x) {
+			out = append(out, x)
+		}
+	}
+	return out
+}
+
+func run(args []string, stdout, stderr io.Writer) error {
+	o, err := parseFlags(args, stderr)
+	if err != nil {
+		return err
+	}
+	if err := platformCheck(); err != nil {
+		return err
+	}
+	lg := log.New(stderr, "bench: ", log.Ltime|log.Lmicroseconds)
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	started := time.Now()
+
+	root, err := moduleRoot(ctx)
+	if err != nil {
+		return err
+	}
+	tmp, err := os.MkdirTemp("", "procfleet-bench-")
+	if err != nil {
+		return fmt.Errorf("make temp folder: %w", err)
+	}
+	if o.keep {
+		lg.Printf("keeping %s", tmp)
+	} else {
+		defer os.RemoveAll(tmp)
+	}
+
+	lg.Printf("building the workload")
+	workload := filepath.Join(tmp, "workload")
+	if _, err := runCmdIn(ctx, root, 5*time.Minute, "go", "build", "-o", workload, "./bench/workload"); err != nil {
+		return fmt.Errorf("build workload: %w", err)
+	}
+
+	rep := &Report{
+		Date:    started.UTC(),
+		Command: "go run ./bench " + strings.Join(args, " "),
+		Machine: machineInfo(),
+		Config: Config{Peers: o.peers, Scenarios: o.scenarios, N: o.n, Kills: o.kills,
+			Idle: o.idle.String(), PortBase: o.portBase},
+	}
+	res := NewResults()
+	rs := newRows(o.n, o.idle)
+	sc := map[string]bool{}
+	for _, s := range o.scenarios {
+		sc[s] = true
+	}
+	for _, s := range allScenarios {
+		if sc[s] {
+			for _, spec := range rs.forScenario(s) {
+				res.Declare(spec)
+			}
+		}
+	}
+
+	ports, err := pickPorts(o.portBase, o.n)
+	if err != nil {
+		return err
+	}
+	r := &runner{
+		log: lg, res: res, rows: rs, tmp: tmp, root: root, workload: workload, ports: ports,
+		kills: o.kills, idle: o.idle, scenarios: sc, client: newHealthClient(),
+	}
+
+	peers, versions := r.preparePeers(ctx, o)
+	rep.Versions = versions
+	lg.Printf("ports %d-%d, peers %s, scenarios %s", ports[0], ports[len(ports)-1],
+		strings.Join(o.peers, ","), strings.Join(o.scenarios, ","))
+
+	if o.floor {
+		r.floor(ctx)
+	}
+	for _, p := range peers {
+		if ctx.Err() != nil {
+			break
+		}
+		if r.want(scCrash) {
+			lg.Printf("%s: crash scenario", p.Name())
+			if err := r.crash(ctx, p); err != nil {
+				lg.Printf("%s: crash: %v", p.Name(), err)
+				r.failAll(p.Name(), []string{scCrash}, err)
+			}
+		}
+		lg.Printf("%s: fleet scenarios", p.Name())
+		r.fleet(ctx, p)
+	}
+	if r.want(scPlan) && slices.Contains(o.peers, peerProcfleet) && ctx.Err() == nil {
+		r.plan(ctx)
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("interrupted: %w", err)
+	}
+
+	rep.Duration = time.Since(started).Round(time.Second).String()
+	rep.Rows, rep.Notes = res.Finish()
+	if err := writeHeader(stdout, rep); err != nil {
+		return err
+	}
+	if err := RenderTable(stdout, rep.Rows, rep.Notes); err != nil {
+		return err
+	}
+	if o.jsonPath != "" {
+		data, err := json.MarshalIndent(rep, "", "  ")
+		if err != nil {
+			return fmt.Errorf("encode json: %w", err)
+		}
+		if err := os.WriteFile(o.jsonPath, append(data, '\n'), 0o644); err != nil {
+			return fmt.Errorf("write json: %w", err)
+		}
+		lg.Printf("wrote %s", o.jsonPath)
+	}
+	return nil
+}
+
+func writeHeader(w io.Writer, rep *Report) error {
+	m, v := rep.Machine, rep.Versions
+	_, err := fmt.Fprintf(w, "procfleet bench, %s (took %s)\n\n"+
+		"- machine: %d CPUs (%s), %s memory, Linux %s\n"+
+		"- versions: %s; procfleet %s; supervisord %s; PM2 %s; node %s\n"+
+		"- command: `%s`\n\n",
+		rep.Date.Format("2006-01-02 15:04 UTC"), rep.Duration,
+		m.NProc, m.CPU, m.MemTotal, m.Kernel,
+		v.Go, v.Procfleet, v.Supervisord, v.PM2, v.Node, rep.Command)
+	if err != nil {
+		return fmt.Errorf("write header: %w", err)
+	}
+	return nil
+}
+
+// preparePeers builds procfleet and installs the peers as needed. A peer
+// that cannot be prepared gets its rows marked failed, with the reason.
+func (r *runner) preparePeers(ctx context.Context, o options) ([]Peer, Versions) {
+	v := Versions{Go: runtime.Version()}
+	if out, err := exec.CommandContext(ctx, "node", "--version").Output(); err == nil {
+		v.Node = strings.TrimSpace(string(out))
+	}
+	fleetScs := slices.DeleteFunc(slices.Clone(o.scenarios), func(s string) bool { return s == scPlan })
+	var peers []Peer
+	for _, name := range o.peers {
+		var p Peer
+		var err error
+		switch name {
+		case peerProcfleet:
+			v.Procfleet = gitRev(ctx, r.root)
+			var bin string
+			bin, err = r.buildProcfleet(ctx)
+			if err == nil {
+				p = newProcfleetPeer(bin, filepath.Join(r.tmp, "procfleet"))
+			}
+		case peerSupervisord:
+			err = ensureSupervisord(ctx, r.log, o.install)
+			if err == nil {
+				if out, verr := exec.CommandContext(ctx, "supervisord", "--version").Output(); verr == nil {
+					v.Supervisord = strings.TrimSpace(string(out))
+				}
+				p = newSupervisordPeer(filepath.Join(r.tmp, "supervisord"))
+			}
+		case peerPM2:
+			var bin string
+			bin, err = ensurePM2(ctx, r.log, o.pm2Dir, o.install)
+			if err == nil {
+				v.PM2 = pm2Version(o.pm2Dir)
+				p = newPM2Peer(bin, filepath.Join(r.tmp, "pm2"))
+			}
+		}
+		if err != nil {
+			r.log.Printf("%s: not measured: %v", name, err)
+			r.failAll(name, fleetScs, err)
+			r.res.Note("%s not measured: %s", name, oneLine(err.Error()))
+			continue
+		}
+		peers = append(peers, p)
+	}
+	return peers, v
+}
+
+// buildProcfleet builds ./cmd/procfleet and checks that it has the commands
+// the bench drives.
+func (r *runner) buildProcfleet(ctx context.Context) (string, error) {
+	bin := filepath.Join(r.tmp, "bin", "procfleet")
+	if _, err := runCmdIn(ctx, r.root, 5*time.Minute, "go", "build", "-o", bin, "./cmd/procfleet"); err != nil {
+		return "", fmt.Errorf("build procfleet: %w", err)
+	}
+	for _, c := range []string{"up", "down"} {
+		out, err := runCmd(ctx, 30*time.Second, nil, bin, c, "--help")
+		if err != nil || !strings.Contains(string(out), c) {
+			return "", fmt.Errorf("procfleet %s is not available yet (%s --help: %v, %q)", c, c, err, tail(out, 200))
+		}
+	}
+	return bin, nil
+}
+
+func runCmdIn(ctx context.Context, dir string, timeout time.Duration, argv ...string) ([]byte, error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
+	cmd.Dir = dir
+	cmd.WaitDelay = 5 * time.Second
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return out, fmt.Errorf("run %s: %w: %s", strings.Join(argv, " "), err, tail(out, 1000))
+	}
+	return out, nil
+}
+
+func moduleRoot(ctx context.Context) (string, error) {
+	out, err := exec.CommandContext(ctx, "go", "env", "GOMOD").Output()
+	if err != nil {
+		return "", fmt.Errorf("find module root: %w", err)
+	}
+	mod := strings.TrimSpace(string(out))
+	if mod == "" || mod == os.DevNull {
+		return "", errors.New("find module root: run the bench from inside the procfleet repository")
+	}
+	return filepath.Dir(mod), nil
+}
+
+func gitRev(ctx context.Context, root string) string {
+	out, err := runCmdIn(ctx, root, 30*time.Second, "git", "rev-parse", "--short", "HEAD")
+	if err != nil {
+		return "unknown"
+	}
+	rev := strings.TrimSpace(string(out))
+	if st, err := runCmdIn(ctx, root, 30*time.Second, "git", "status", "--porcelain", "--untracked-files=no"); err == nil && len(strings.TrimSpace(string(st))) > 0 {
+		rev += " (work tree with uncommitted changes)"
+	}
+	return rev
+}
+
+// pickPorts returns n loopback ports from base upwards that nothing listens
+// on and that can be bound now.
+func pickPorts(base, n int) ([]int, error) {
+	listening, err := listeningPorts()
+	if err != nil {
+		return nil, err
+	}
+	var out []int
+	for p := base; p < 65536 && len(out) < n; p++ {
+		if p-base >= n+200 {
+			break
+		}
+		if listening[p] {
+			continue
+		}
+		l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(p))
+		if err != nil {
+			continue
+		}
+		_ = l.Close()
+		out = append(out, p)
+	}
+	if len(out) < n {
+		return nil, fmt.Errorf("pick ports: only %d free ports in %d-%d, need %d", len(out), base, base+n+199, n)
+	}
+	return out, nil
+}
+
+func machineInfo() Machine {
+	m := Machine{NProc: runtime.NumCPU(), MemTotal: "unknown", Kernel: "unknown", CPU: "unknown"}
+	if data, err := os.ReadFile("/proc/meminfo"); err == nil {
+		if kb, err := parseStatusKB(data, "MemTotal"); err == nil {
+			m.MemTotal = fmt.Sprintf("%.1f GiB", float64(kb)/(1<<20))
+		}
+	}
+	if data, err := os.ReadFile("/proc/sys/kernel/osrelease"); err == nil {
+		m.Kernel = strings.TrimSpace(string(data))
+	}
+	if data, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for _, line := range strings.Split(string(data), "\n") {
+			if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "model name" {
+				m.CPU = strings.TrimSpace(v)
+				break
+			}
+		}
+	}
+	return m
+}
+
+// ensureSupervisord installs the Debian package "supervisor" when
+// supervisord or supervisorctl is missing.
+func ensureSupervisord(ctx context.Context, lg *log.Logger, install bool) error {
+	_, e1 := exec.LookPath("supervisord")
+	_, e2 := exec.LookPath("supervisorctl")
+	if e1 == nil && e2 == nil {
+		return nil
+	}
+	if !install {
+		return errors.New("supervisord is not installed (apt-get install supervisor, or run with -install)")
+	}
+	lg.Printf("installing supervisor (apt-get)")
+	env := []string{"DEBIAN_FRONTEND=noninteractive"}
+	if _, err := runCmd(ctx, 5*time.Minute, env, "apt-get", "update"); err != nil {
+		return fmt.Errorf("install supervisord: %w", err)
+	}
+	if _, err := runCmd(ctx, 5*time.Minute, env, "apt-get", "install", "-y", "supervisor"); err != nil {
+		return fmt.Errorf("install supervisord: %w", err)
+	}
+	return nil
+}
+
+// ensurePM2 installs PM2 from npm into dir when missing and returns the pm2
+// executable.
+func ensurePM2(ctx context.Context, lg *log.Logger, dir string, install bool) (string, error) {
+	bin := filepath.Join(dir, "node_modules", ".bin", "pm2")
+	if _, err := os.Stat(bin); err == nil {
+		return bin, nil
+	}
+	if !install {
+		return "", fmt.Errorf("pm2 is not installed in %s (run with -install)", dir)
+	}
+	if _, err := exec.LookPath("npm"); err != nil {
+		return "", fmt.Errorf("install pm2: npm not found: %w", err)
+	}
+	lg.Printf("installing pm2 (npm) into %s", dir)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", fmt.Errorf("install pm2: %w", err)
+	}
+	if _, err := runCmd(ctx, 5*time.Minute, nil, "npm", "install", "--prefix", dir, "--no-audit", "--no-fund", "pm2"); err != nil {
+		return "", fmt.Errorf("install pm2: %w", err)
+	}
+	if _, err := os.Stat(bin); err != nil {
+		return "", fmt.Errorf("install pm2: %w", err)
+	}
+	return bin, nil
+}
+
+func pm2Version(dir string) string {
+	data, err := os.ReadFile(filepath.Join(dir, "node_modules", "pm2", "package.json"))
+	if err != nil {
+		return "unknown"
+	}
+	var pkg struct {
+		Version string `json:"version"`
+	}
+	if json.Unmarshal(data, &pkg) != nil {
+		return "unknown"
+	}
+	return pkg.Version
+}
+
+// plan runs the reconciler's 1,000-server benchmark when it exists.
+func (r *runner) plan(ctx context.Context) {
+	const name = "BenchmarkReconcilePass1000"
+	found := false
+	files, _ := filepath.Glob(filepath.Join(r.root, "reconciler", "*_test.go"))
+	for _, f := range files {
+		if data, err := os.ReadFile(f); err == nil && strings.Contains(string(data), "func "+name+"(") {
+			found = true
+		}
+	}
+	if !found {
+		r.res.Note("6. plan at scale skipped: %s does not exist in ./reconciler yet", name)
+		r.res.Fail(r.rows.plan, peerProcfleet, fmt.Errorf("%s not found in ./reconciler", name))
+		return
+	}
+	r.log.Printf("plan: go test -bench %s ./reconciler/", name)
+	out, err := runCmdIn(ctx, r.root, 10*time.Minute, "go", "test", "-run=^$", "-bench=^"+name+"$", "-benchmem", "-count=1", "./reconciler/")
+	if err != nil {
+		r.res.Fail(r.rows.plan, peerProcfleet, err)
+		return
+	}
+	ns, err := parseBenchNsPerOp(out, name)
+	if err != nil {
+		r.res.Fail(r.rows.plan, peerProcfleet, err)
+		return
+	}
+	r.res.Set(r.rows.plan, peerProcfleet, ns/1e6)
+	r.log.Printf("plan: %.2f ms per pass", ns/1e6)
+}

@@ -1,0 +1,30 @@
+package main
+
+import (
+	"context"
+)
+
+// Peer is a supervisor under test, driven the way its documentation tells a
+// user to drive it. Every method is bounded by ctx or by its own timeout.
+type Peer interface {
+	// Name is the column the peer's figures go to.
+	Name() string
+	// Start brings the supervisor up from nothing with f's servers and
+	// returns once its start command has returned (servers may still be
+	// starting).
+	Start(ctx context.Context, f Fleet) error
+	// Apply saves the edited fleet f in the peer's config file and does what
+	// a user must do for the running supervisor to take it (nothing more).
+	Apply(ctx context.Context, f Fleet) error
+	// PrepareStop does the unmeasured part before StopAll (procfleet: end
+	// `up`, so `down` is the only actor).
+	PrepareStop(ctx context.Context) error
+	// StopAll stops every server with the peer's own command.
+	StopAll(ctx context.Context) error
+	// SupervisorPID is the process whose CPU and memory are the peer's cost.
+	SupervisorPID() (int, error)
+	// Err is non-nil once the supervisor died unexpectedly.
+	Err() error
+	// Close ends the supervisor and everything it started; idempotent.
+	Close(ctx context.Context) error
+}

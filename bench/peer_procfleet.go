@@ -1,0 +1,141 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// procfleetPeer drives `procfleet up` (reconciler in the foreground), and
+// `procfleet down` for the stop.
+type procfleetPeer struct {
+	bin   string // procfleet binary
+	dir   string // this run's folder: fleet file, state folder, logs
+	fleet string
+	state string
+	up    *daemon
+}
+
+func newProcfleetPeer(bin, dir string) *procfleetPeer {
+	return &procfleetPeer{
+		bin:   bin,
+		dir:   dir,
+		fleet: filepath.Join(dir, "procfleet.yaml"),
+		state: filepath.Join(dir, "state"),
+	}
+}
+
+func (p *procfleetPeer) Name() string { return peerProcfleet }
+
+// procfleetYAML renders the fleet file: one document per server, the
+// workload as command, no declared probes (readiness defaults to a TCP
+// connect to the port).
+func procfleetYAML(f Fleet) []byte {
+	var b bytes.Buffer
+	for i, s := range f.Servers {
+		if i > 0 {
+			b.WriteString("---\n")
+		}
+		fmt.Fprintf(&b, "apiVersion: procfleet.dev/v1alpha1\nkind: Server\nmetadata:\n  name: %s\nspec:\n", s.Name)
+		fmt.Fprintf(&b, "  command: [%q]\n", f.Workload)
+		b.WriteString("  args: [")
+		for j, a := range s.Args() {
+			if j > 0 {
+				b.WriteString(", ")
+			}
+			fmt.Fprintf(&b, "%q", a)
+		}
+		b.WriteString("]\n")
+		fmt.Fprintf(&b, "  port: %d\n", s.Port)
+	}
+	return b.Bytes()
+}
+
+func (p *procfleetPeer) flags() []string {
+	return []string{"-f", p.fleet, "--state-dir", p.state}
+}
+
+func (p *procfleetPeer) Start(ctx context.Context, f Fleet) error {
+	if err := writeFileAtomic(p.fleet, procfleetYAML(f)); err != nil {
+		return fmt.Errorf("procfleet: %w", err)
+	}
+	argv := append([]string{p.bin, "up"}, p.flags()...)
+	d, err := startDaemon("procfleet up", argv, nil, filepath.Join(p.dir, "up.log"))
+	if err != nil {
+		return err
+	}
+	p.up = d
+	return nil
+}
+
+func (p *procfleetPeer) Apply(_ context.Context, f Fleet) error {
+	// `up` watches the file: saving it is all a user does.
+	if err := writeFileAtomic(p.fleet, procfleetYAML(f)); err != nil {
+		return fmt.Errorf("procfleet: %w", err)
+	}
+	return nil
+}
+
+func (p *procfleetPeer) PrepareStop(context.Context) error {
+	if p.up == nil {
+		return nil
+	}
+	// SIGTERM: up exits and leaves the servers running (DESIGN.md).
+	if err := p.up.Stop(syscall.SIGTERM, 30*time.Second); err != nil {
+		return fmt.Errorf("procfleet: end up before down: %w", err)
+	}
+	if err := upExitErr(p.up); err != nil {
+		return err
+	}
+	p.up = nil
+	return nil
+}
+
+// upExitErr reports a non-zero exit of up after SIGTERM (DESIGN: exit 0).
+func upExitErr(d *daemon) error {
+	if err := d.Err(); err != nil && !strings.Contains(err.Error(), "exited with code 0") {
+		return fmt.Errorf("procfleet: up after SIGTERM: %w", err)
+	}
+	return nil
+}
+
+func (p *procfleetPeer) StopAll(ctx context.Context) error {
+	_, err := runCmd(ctx, 60*time.Second, nil, append([]string{p.bin, "down"}, p.flags()...)...)
+	return err
+}
+
+func (p *procfleetPeer) SupervisorPID() (int, error) {
+	if p.up == nil {
+		return 0, errors.New("procfleet up is not running")
+	}
+	return p.up.PID(), nil
+}
+
+func (p *procfleetPeer) Err() error {
+	if p.up == nil {
+		return nil
+	}
+	return p.up.Err()
+}
+
+func (p *procfleetPeer) Close(ctx context.Context) error {
+	var errs []error
+	if p.up != nil {
+		if err := p.up.Stop(syscall.SIGTERM, 30*time.Second); err != nil {
+			errs = append(errs, err)
+		}
+		p.up = nil
+	}
+	if _, err := os.Stat(p.fleet); err == nil {
+		if _, err := runCmd(ctx, 60*time.Second, nil, append([]string{p.bin, "down"}, p.flags()...)...); err != nil {
+			errs = append(errs, fmt.Errorf("procfleet: down at cleanup: %w", err))
+		}
+	}
+	return errors.Join(errs...)
+}

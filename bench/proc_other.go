@@ -1,0 +1,25 @@
+//go:build !linux
+
+package main
+
+import (
+	"errors"
+	"time"
+)
+
+// The bench reads procfs; elsewhere it builds (so the module cross-compiles)
+// and refuses to run. Compile-checked only: no non-Linux machine runs it.
+
+var errNotLinux = errors.New("the bench needs Linux (procfs)")
+
+type cpuUsage struct {
+	Ticks time.Duration
+	Sched time.Duration
+}
+
+func readCPU(int) (cpuUsage, error)         { return cpuUsage{}, errNotLinux }
+func readPeakRSS(int) (uint64, error)       { return 0, errNotLinux }
+func processGone(int) bool                  { return false }
+func readCmdline(int) ([]string, error)     { return nil, errNotLinux }
+func listeningPorts() (map[int]bool, error) { return nil, errNotLinux }
+func platformCheck() error                  { return errNotLinux }
