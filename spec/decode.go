@@ -24,6 +24,9 @@ type decoder struct {
 	budget int
 	// broke is set once the budget is spent; decoding stops.
 	broke bool
+	// merging holds the mappings whose merge keys are being expanded, to
+	// catch a mapping that merges itself (&a {<<: *a}).
+	merging map[*yaml.Node]bool
 }
 
 func (d *decoder) errorf(line int, field, format string, args ...any) {
@@ -145,6 +148,15 @@ type pair struct{ key, value *yaml.Node }
 // then those brought in by merge keys ("<<: *base") that it does not set
 // itself. Duplicate own keys are errors.
 func (d *decoder) pairs(n *yaml.Node, path string) []pair {
+	if d.merging[n] || len(d.merging) >= maxMergeDepth {
+		d.errorf(n.Line, path, "merge key (<<) refers to a mapping that contains it, or nests deeper than %d", maxMergeDepth)
+		return nil
+	}
+	if d.merging == nil {
+		d.merging = map[*yaml.Node]bool{}
+	}
+	d.merging[n] = true
+	defer delete(d.merging, n)
 	var own, merged []pair
 	seen := map[string]int{}
 	for i := 0; i+1 < len(n.Content); i += 2 {

@@ -96,8 +96,37 @@ func (l ErrorList) Sort() {
 		return cmp.Or(
 			cmp.Compare(a.File, b.File),
 			cmp.Compare(a.Line, b.Line),
-			cmp.Compare(a.Field, b.Field),
+			compareFields(a.Field, b.Field),
 			cmp.Compare(a.Message, b.Message),
 		)
 	})
+}
+
+// compareFields orders field paths with their list indexes as numbers, so
+// that "env[9]" comes before "env[10]".
+func compareFields(a, b string) int {
+	for a != "" && b != "" {
+		da, db := digits(a), digits(b)
+		if da > 0 && db > 0 {
+			na, nb := strings.TrimLeft(a[:da], "0"), strings.TrimLeft(b[:db], "0")
+			if c := cmp.Or(cmp.Compare(len(na), len(nb)), cmp.Compare(na, nb)); c != 0 {
+				return c
+			}
+			a, b = a[da:], b[db:]
+			continue
+		}
+		if a[0] != b[0] {
+			return cmp.Compare(a[0], b[0])
+		}
+		a, b = a[1:], b[1:]
+	}
+	return cmp.Compare(len(a), len(b))
+}
+
+func digits(s string) int {
+	n := 0
+	for n < len(s) && s[n] >= '0' && s[n] <= '9' {
+		n++
+	}
+	return n
 }

@@ -244,3 +244,13 @@ func TestAliasBomb(t *testing.T) {
 func indent(s string) string {
 	return "  " + strings.ReplaceAll(strings.TrimSuffix(s, "\n"), "\n", "\n  ") + "\n"
 }
+
+// TestSelfMerge checks that a mapping merging itself is an error, not an
+// endless recursion.
+func TestSelfMerge(t *testing.T) {
+	data := header + "metadata: {name: a}\nspec:\n  command: [x]\n  readinessProbe: &p {<<: *p, periodSeconds: 2}\n"
+	_, err := LoadBytes("a.yaml", []byte(data))
+	if err == nil || !strings.Contains(err.Error(), "a.yaml:6: spec.readinessProbe: merge key (<<) refers to a mapping that contains it") {
+		t.Fatalf("got %v, want a self-merge error", err)
+	}
+}

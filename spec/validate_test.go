@@ -39,7 +39,9 @@ type wantErr struct {
 	msg   string
 }
 
-func (w wantErr) String() string { return fmt.Sprintf("%s:%d: %s: ...%s...", w.file, w.line, w.field, w.msg) }
+func (w wantErr) String() string {
+	return fmt.Sprintf("%s:%d: %s: ...%s...", w.file, w.line, w.field, w.msg)
+}
 
 func checkErrors(t *testing.T, err error, want []wantErr) {
 	t.Helper()
