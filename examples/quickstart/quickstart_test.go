@@ -6,10 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -17,15 +19,48 @@ import (
 	"github.com/procfleet/procfleet/internal/testserver"
 )
 
+// binDir holds the binaries buildBinaries built, once per test binary;
+// TestMain removes it.
+var (
+	binDir   string
+	buildErr error
+	build    sync.Once
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if binDir != "" {
+		os.RemoveAll(binDir)
+	}
+	os.Exit(code)
+}
+
+// buildBinaries compiles the example servers, the check program and procfleet
+// once, and returns the folder that holds them.
+func buildBinaries(t *testing.T) string {
+	t.Helper()
+	build.Do(func() {
+		binDir, buildErr = os.MkdirTemp("", "procfleet-quickstart-")
+		if buildErr != nil {
+			return
+		}
+		cmd := exec.Command("go", "build", "-o", binDir+string(filepath.Separator),
+			"./backend", "./api", "./web", "./check", "../../cmd/procfleet")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			buildErr = fmt.Errorf("go build: %w\n%s", err, out)
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return binDir
+}
+
 // TestServers runs the three quick-start servers as real processes on free
 // ports, checks web -> api -> backend with the check program, then stops them
 // with SIGTERM and expects each to exit 0 (graceful shutdown).
 func TestServers(t *testing.T) {
-	bin := t.TempDir()
-	build := exec.Command("go", "build", "-o", bin+string(filepath.Separator), "./backend", "./api", "./web", "./check")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	bin := buildBinaries(t)
 	backendPort, apiPort, webPort := testserver.FreePort(t), testserver.FreePort(t), testserver.FreePort(t)
 	url := func(port int) string { return "http://127.0.0.1:" + strconv.Itoa(port) }
 
