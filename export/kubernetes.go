@@ -1,0 +1,387 @@
+package export
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"strings"
+
+	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"sigs.k8s.io/yaml"
+
+	"github.com/procfleet/procfleet/spec"
+)
+
+// Labels every exported Kubernetes object carries; the first two are the
+// selector of the server's pods.
+const (
+	LabelName    = "app.kubernetes.io/name"
+	LabelPartOf  = "app.kubernetes.io/part-of"
+	LabelManaged = "app.kubernetes.io/managed-by"
+)
+
+// kubernetes writes <server>.yaml per server: a Deployment (or a Job for
+// restartPolicy OnFailure/Never) and, when the server has a port, a Service.
+func (f *fleet) kubernetes() ([]File, error) {
+	images, err := f.images()
+	if err != nil {
+		return nil, err
+	}
+	files := make([]File, 0, len(f.servers))
+	for i := range f.servers {
+		s := &f.servers[i]
+		objs, err := f.k8sServer(s, images[s.Metadata.Name])
+		if err != nil {
+			return nil, err
+		}
+		var buf strings.Builder
+		for j, o := range objs {
+			data, err := marshalK8s(o)
+			if err != nil {
+				return nil, fmt.Errorf("export kubernetes %s: %w", s.Metadata.Name, err)
+			}
+			if j > 0 {
+				buf.WriteString("---\n")
+			}
+			buf.Write(data)
+		}
+		files = append(files, File{Name: s.Metadata.Name + ".yaml", Data: []byte(buf.String())})
+	}
+	return files, nil
+}
+
+// images resolves each server's image: Options.Images, then the ImageLabel
+// label, then Options.Image. Every missing one is named in one error.
+func (f *fleet) images() (map[string]string, error) {
+	for name := range f.opts.Images {
+		if _, ok := f.byName[name]; !ok {
+			return nil, fmt.Errorf("export kubernetes: image for %q: no such server in the fleet", name)
+		}
+	}
+	out := map[string]string{}
+	var missing []string
+	for i := range f.servers {
+		name := f.servers[i].Metadata.Name
+		img := f.opts.Images[name]
+		if img == "" {
+			img = f.servers[i].Metadata.Labels[ImageLabel]
+		}
+		if img == "" {
+			img = f.opts.Image
+		}
+		if img == "" {
+			missing = append(missing, name)
+			continue
+		}
+		out[name] = img
+	}
+	if len(missing) > 0 {
+		return nil, fmt.Errorf("export kubernetes: %w for %s: a process has no image; pass --image IMAGE (every server), --image NAME=IMAGE, or set the label %s in the server's metadata",
+			ErrNoImage, strings.Join(missing, ", "), ImageLabel)
+	}
+	return out, nil
+}
+
+func (f *fleet) k8sServer(s *spec.Server, image string) ([]any, error) {
+	name := s.Metadata.Name
+	if errs := validation.IsDNS1123Label(name); len(errs) > 0 {
+		return nil, fmt.Errorf("export kubernetes %s: metadata.name: %s", name, errs[0])
+	}
+	port := s.Spec.Port
+	if port > 0 {
+		if errs := validation.IsDNS1035Label(name); len(errs) > 0 {
+			return nil, fmt.Errorf("export kubernetes %s: metadata.name: not usable as a Service name: %s", name, errs[0])
+		}
+	}
+	selector := map[string]string{LabelName: name, LabelPartOf: f.opts.name()}
+	labels, annotations := f.k8sLabels(s, selector)
+
+	c := corev1.Container{
+		Name:       name,
+		Image:      image,
+		Command:    k8sEscapeAll(s.Spec.Command),
+		Args:       k8sEscapeAll(s.Spec.Args),
+		WorkingDir: s.Spec.WorkingDir,
+	}
+	if s.Spec.WorkingDir != "" {
+		f.warn(name, "spec.workingDir", "%s is a path on this machine; the image must provide it (or drop it to use the image's WORKDIR)", s.Spec.WorkingDir)
+	}
+	for _, e := range s.Spec.Env {
+		c.Env = append(c.Env, corev1.EnvVar{Name: e.Name, Value: k8sEscape(e.Value)})
+	}
+	portName := "tcp"
+	if port > 0 {
+		if r, ok := readiness(s); ok && r.kind == "httpGet" && r.port == port {
+			portName = "http"
+		}
+		c.Ports = []corev1.ContainerPort{{Name: portName, ContainerPort: int32(port), Protocol: corev1.ProtocolTCP}}
+		f.warn(name, "spec.port", "the server must listen on the pod's address (0.0.0.0 or ::), not only on loopback, for probes and the Service %s:%d to reach it", name, port)
+	}
+	for _, ref := range f.loopbackRefs(s) {
+		f.warn(name, ref[0], "refers to %s, the port of %s on this machine; in Kubernetes use the Service %s:%d", ref[1], ref[2], ref[2], f.byName[ref[2]].Spec.Port)
+	}
+	if r, ok := readiness(s); ok {
+		p, err := f.k8sProbe(name, "spec.readinessProbe", r, false)
+		if err != nil {
+			return nil, err
+		}
+		c.ReadinessProbe = p
+	}
+	if l, ok := liveness(s); ok {
+		p, err := f.k8sProbe(name, "spec.livenessProbe", l, true)
+		if err != nil {
+			return nil, err
+		}
+		c.LivenessProbe = p
+	}
+
+	grace := int64(intOr(s.Spec.TerminationGracePeriodSeconds, defaultGrace))
+	pod := corev1.PodSpec{
+		Containers:                    []corev1.Container{c},
+		TerminationGracePeriodSeconds: &grace,
+		// Service links would add FOO_SERVICE_HOST variables the server
+		// never had under procfleet.
+		EnableServiceLinks: ptr(false),
+	}
+	inits, err := f.k8sWaits(s)
+	if err != nil {
+		return nil, err
+	}
+	pod.InitContainers = inits
+	f.warnKillTimeout(s, "Kubernetes")
+
+	meta := metav1.ObjectMeta{Name: name, Labels: labels, Annotations: annotations}
+	tmpl := corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels, Annotations: annotations}, Spec: pod}
+	startup := intOr(s.Spec.StartupTimeoutSeconds, defaultStartupTimeout)
+
+	var objs []any
+	switch rp := restartPolicy(s); rp {
+	case spec.RestartAlways:
+		tmpl.Spec.RestartPolicy = corev1.RestartPolicyAlways
+		d := &appsv1.Deployment{
+			TypeMeta:   metav1.TypeMeta{APIVersion: "apps/v1", Kind: "Deployment"},
+			ObjectMeta: meta,
+			Spec: appsv1.DeploymentSpec{
+				Replicas: ptr(int32(1)),
+				Selector: &metav1.LabelSelector{MatchLabels: selector},
+				// Never two instances at once, as procfleet replaces a server.
+				Strategy: appsv1.DeploymentStrategy{Type: appsv1.RecreateDeploymentStrategyType},
+				Template: tmpl,
+			},
+		}
+		if startup > 0 {
+			d.Spec.ProgressDeadlineSeconds = ptr(int32(startup))
+		}
+		objs = append(objs, d)
+	case spec.RestartOnFailure, spec.RestartNever:
+		j := &batchv1.Job{
+			TypeMeta:   metav1.TypeMeta{APIVersion: "batch/v1", Kind: "Job"},
+			ObjectMeta: meta,
+			Spec: batchv1.JobSpec{
+				Parallelism: ptr(int32(1)),
+				Completions: ptr(int32(1)),
+				Template:    tmpl,
+			},
+		}
+		if rp == spec.RestartOnFailure {
+			j.Spec.Template.Spec.RestartPolicy = corev1.RestartPolicyOnFailure
+			j.Spec.BackoffLimit = ptr(int32(math.MaxInt32))
+			f.warn(name, "spec.restartPolicy", "OnFailure has no Deployment equivalent (a Deployment restarts Always); exported as a Job whose pod restarts on failure and which completes when the server exits 0; a Job's pod template cannot be changed in place (delete and re-apply)")
+		} else {
+			j.Spec.Template.Spec.RestartPolicy = corev1.RestartPolicyNever
+			j.Spec.BackoffLimit = ptr(int32(0))
+			f.warn(name, "spec.restartPolicy", "Never has no Deployment equivalent (a Deployment restarts Always); exported as a Job with restartPolicy Never and backoffLimit 0, which runs the server once; a Job's pod template cannot be changed in place (delete and re-apply)")
+		}
+		if startup != defaultStartupTimeout {
+			f.warn(name, "spec.startupTimeoutSeconds", "%d: a Job has no progress deadline; dropped", startup)
+		}
+		objs = append(objs, j)
+	default:
+		return nil, fmt.Errorf("export kubernetes %s: spec.restartPolicy: unknown value %q", name, rp)
+	}
+
+	if port > 0 {
+		objs = append(objs, &corev1.Service{
+			TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Service"},
+			ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels},
+			Spec: corev1.ServiceSpec{
+				Selector: selector,
+				Ports: []corev1.ServicePort{{
+					Name:       portName,
+					Port:       int32(port),
+					TargetPort: intstr.FromString(portName),
+					Protocol:   corev1.ProtocolTCP,
+				}},
+			},
+		})
+	}
+	return objs, nil
+}
+
+// k8sLabels returns the objects' labels (selector plus the server's labels
+// that Kubernetes accepts) and annotations (labels whose value Kubernetes
+// does not accept as a label value).
+func (f *fleet) k8sLabels(s *spec.Server, selector map[string]string) (labels, annotations map[string]string) {
+	labels = map[string]string{LabelManaged: "procfleet-export"}
+	for k, v := range selector {
+		labels[k] = v
+	}
+	name := s.Metadata.Name
+	for _, k := range sortedKeys(s.Metadata.Labels) {
+		v := s.Metadata.Labels[k]
+		field := "metadata.labels[" + k + "]"
+		switch {
+		case k == ImageLabel:
+			// Consumed as the image; not a Kubernetes label value.
+		case labels[k] != "":
+			f.warn(name, field, "the key is set by the export (%s=%s); the server's value %q is dropped", k, labels[k], v)
+		case len(validation.IsQualifiedName(k)) > 0:
+			f.warn(name, field, "not a valid Kubernetes label key (%s); dropped", validation.IsQualifiedName(k)[0])
+		case len(validation.IsValidLabelValue(v)) > 0:
+			if annotations == nil {
+				annotations = map[string]string{}
+			}
+			annotations[k] = v
+			f.warn(name, field, "%q is not a valid Kubernetes label value (%s); written as an annotation", v, validation.IsValidLabelValue(v)[0])
+		default:
+			labels[k] = v
+		}
+	}
+	return labels, annotations
+}
+
+func (f *fleet) k8sProbe(name, field string, p probe, isLiveness bool) (*corev1.Probe, error) {
+	if err := checkProbe(name, field, p); err != nil {
+		return nil, err
+	}
+	out := &corev1.Probe{
+		InitialDelaySeconds: int32(p.initialDelay),
+		PeriodSeconds:       int32(p.period),
+		TimeoutSeconds:      int32(p.timeout),
+		FailureThreshold:    int32(p.failure),
+		SuccessThreshold:    int32(p.success),
+	}
+	host := ""
+	if p.host != "" && !isLoopbackHost(p.host) {
+		host = p.host
+		f.warn(name, field+"."+p.kind+".host", "%q is reached from the node (the kubelet), not from the server's own machine", p.host)
+	}
+	switch p.kind {
+	case "httpGet":
+		out.HTTPGet = &corev1.HTTPGetAction{Path: p.path, Port: intstr.FromInt32(int32(p.port)), Host: host, Scheme: corev1.URISchemeHTTP}
+	case "tcpSocket":
+		out.TCPSocket = &corev1.TCPSocketAction{Port: intstr.FromInt32(int32(p.port)), Host: host}
+	case "exec":
+		out.Exec = &corev1.ExecAction{Command: p.command}
+	}
+	if isLiveness && p.success != 1 {
+		f.warn(name, field+".successThreshold", "%d: Kubernetes requires 1 for a liveness probe; set to 1", p.success)
+		out.SuccessThreshold = 1
+	}
+	return out, nil
+}
+
+// k8sWaits builds one init container per dependency that has a Service.
+func (f *fleet) k8sWaits(s *spec.Server) ([]corev1.Container, error) {
+	name := s.Metadata.Name
+	var (
+		out    []corev1.Container
+		waited []string
+	)
+	for i, dep := range s.Spec.DependsOn {
+		d, ok := f.byName[dep]
+		if !ok {
+			return nil, fmt.Errorf("export kubernetes %s: spec.dependsOn[%d]: no server %q in the fleet", name, i, dep)
+		}
+		if d.Spec.Port == 0 {
+			f.warn(name, fmt.Sprintf("spec.dependsOn[%d]", i), "%s has no port, hence no Service to wait for; Kubernetes starts %s without waiting for it", dep, name)
+			continue
+		}
+		cname := "wait-for-" + dep
+		if len(cname) > 63 {
+			cname = fmt.Sprintf("wait-for-%d", i)
+		}
+		out = append(out, corev1.Container{
+			Name:  cname,
+			Image: f.opts.waitImage(),
+			Command: []string{"sh", "-c", fmt.Sprintf(
+				"until nc -z -w 1 %s %d; do echo waiting for %s:%d; sleep 1; done", dep, d.Spec.Port, dep, d.Spec.Port)},
+		})
+		waited = append(waited, fmt.Sprintf("%s:%d", dep, d.Spec.Port))
+	}
+	if len(waited) > 0 {
+		f.warn(name, "spec.dependsOn", "init containers wait until the Service %s accepts TCP (the Service routes only to Ready pods); they need the image %s (sh, nc, sleep) to be pullable; Kubernetes does not order stopping",
+			strings.Join(waited, ", "), f.opts.waitImage())
+	}
+	return out, nil
+}
+
+// k8sEscape protects a string from Kubernetes' $(VAR) expansion in command,
+// args and env values: "$$" reads as "$", so doubling every "$" is exact.
+// Strings in which expansion cannot happen are left as they are.
+func k8sEscape(s string) string {
+	if strings.Contains(s, "$(") || strings.Contains(s, "$$") {
+		return strings.ReplaceAll(s, "$", "$$")
+	}
+	return s
+}
+
+func k8sEscapeAll(in []string) []string {
+	if in == nil {
+		return nil
+	}
+	out := make([]string, len(in))
+	for i, s := range in {
+		out[i] = k8sEscape(s)
+	}
+	return out
+}
+
+// marshalK8s serialises an API object as YAML without the fields an empty
+// value of the API types would add (status, creationTimestamp: null,
+// resources: {}); they carry nothing and would only make diffs noisy.
+func marshalK8s(obj any) ([]byte, error) {
+	j, err := json.Marshal(obj)
+	if err != nil {
+		return nil, err
+	}
+	var m map[string]any
+	if err := json.Unmarshal(j, &m); err != nil {
+		return nil, err
+	}
+	delete(m, "status") // set by the cluster, never by a manifest
+	prune(m)
+	return yaml.Marshal(m)
+}
+
+func prune(v any) {
+	switch t := v.(type) {
+	case map[string]any:
+		for k, x := range t {
+			switch k {
+			case "creationTimestamp":
+				if x == nil {
+					delete(t, k)
+					continue
+				}
+			case "resources":
+				if m, ok := x.(map[string]any); ok && len(m) == 0 {
+					delete(t, k)
+					continue
+				}
+			}
+			prune(x)
+		}
+	case []any:
+		for _, x := range t {
+			prune(x)
+		}
+	}
+}
+
+func ptr[T any](v T) *T { return &v }

@@ -1,0 +1,357 @@
+package export
+
+import (
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"time"
+
+	nomad "github.com/hashicorp/nomad/api"
+
+	"github.com/procfleet/procfleet/spec"
+)
+
+// mainPort is the Nomad port label of a server's spec.port.
+const mainPort = "main"
+
+// nomad writes <fleet>.nomad.json: one service job, one group per server,
+// as the JSON body the Nomad HTTP API (and `nomad job run -json`) accepts.
+func (f *fleet) nomad() ([]File, error) {
+	job, err := f.nomadJob()
+	if err != nil {
+		return nil, err
+	}
+	data, err := json.MarshalIndent(map[string]any{"Job": compact(reflect.ValueOf(job))}, "", "  ")
+	if err != nil {
+		return nil, fmt.Errorf("export nomad: %w", err)
+	}
+	return []File{{Name: f.opts.name() + ".nomad.json", Data: append(data, '\n')}}, nil
+}
+
+func (f *fleet) nomadJob() (*nomad.Job, error) {
+	job := nomad.NewServiceJob(f.opts.name(), f.opts.name(), "", 50)
+	job.Region = nil // the agent's region
+	job.Priority = nil
+	job.Datacenters = []string{"*"}
+	for i := range f.servers {
+		g, err := f.nomadGroup(&f.servers[i])
+		if err != nil {
+			return nil, err
+		}
+		job.AddTaskGroup(g)
+	}
+	return job, nil
+}
+
+// compact turns an API value into what encoding/json would write for it,
+// minus what decoding restores by itself: nil pointers, slices, maps and
+// interfaces, and zero values of non-pointer fields. A pointer to a zero
+// value (Attempts: 0, Unlimited: false) is kept: for the API it differs from
+// unset. The result marshals with sorted keys.
+func compact(v reflect.Value) any {
+	switch v.Kind() {
+	case reflect.Pointer, reflect.Interface:
+		if v.IsNil() {
+			return nil
+		}
+		return compact(v.Elem())
+	case reflect.Struct:
+		out := map[string]any{}
+		t := v.Type()
+		for i := 0; i < t.NumField(); i++ {
+			sf := t.Field(i)
+			if !sf.IsExported() {
+				continue
+			}
+			name := sf.Name
+			if tag := sf.Tag.Get("json"); tag != "" {
+				n, _, _ := strings.Cut(tag, ",")
+				if n == "-" {
+					continue
+				}
+				if n != "" {
+					name = n
+				}
+			}
+			fv := v.Field(i)
+			switch fv.Kind() {
+			case reflect.Pointer, reflect.Interface, reflect.Slice, reflect.Map:
+				if fv.IsNil() {
+					continue
+				}
+			default:
+				if fv.IsZero() {
+					continue
+				}
+			}
+			out[name] = compact(fv)
+		}
+		return out
+	case reflect.Map:
+		out := map[string]any{}
+		iter := v.MapRange()
+		for iter.Next() {
+			out[fmt.Sprint(iter.Key().Interface())] = compact(iter.Value())
+		}
+		return out
+	case reflect.Slice, reflect.Array:
+		if v.Kind() == reflect.Slice && v.Type().Elem().Kind() == reflect.Uint8 {
+			return v.Interface() // []byte: base64, as encoding/json writes it
+		}
+		out := make([]any, v.Len())
+		for i := range out {
+			out[i] = compact(v.Index(i))
+		}
+		return out
+	default:
+		return v.Interface()
+	}
+}
+
+func (f *fleet) nomadGroup(s *spec.Server) (*nomad.TaskGroup, error) {
+	name := s.Metadata.Name
+	exe, err := f.executable(s, "Nomad raw_exec")
+	if err != nil {
+		return nil, err
+	}
+	args := argv(s)[1:]
+	config := map[string]any{"command": exe}
+	if len(args) > 0 {
+		config["args"] = args
+	}
+	if s.Spec.WorkingDir != "" {
+		// raw_exec's work_dir (Nomad 1.9 and later); without it the task
+		// runs in its allocation's task folder.
+		config["work_dir"] = s.Spec.WorkingDir
+	}
+	grace := time.Duration(intOr(s.Spec.TerminationGracePeriodSeconds, defaultGrace)) * time.Second
+	task := &nomad.Task{
+		Name:        name,
+		Driver:      "raw_exec",
+		Config:      config,
+		KillTimeout: &grace,
+		KillSignal:  "SIGTERM",
+	}
+	if len(s.Spec.Env) > 0 {
+		task.Env = map[string]string{}
+		for _, e := range s.Spec.Env {
+			task.Env[e.Name] = e.Value
+		}
+	}
+	f.nomadInterpolation(s)
+	for _, ref := range f.loopbackRefs(s) {
+		f.warn(name, ref[0], "refers to %s, the port of %s on this machine; under Nomad the groups may be placed on different nodes (pin them with a constraint, or find %s through service discovery)", ref[1], ref[2], ref[2])
+	}
+	f.warnKillTimeout(s, "Nomad")
+
+	g := nomad.NewTaskGroup(name, 1)
+	g.Tasks = []*nomad.Task{task}
+	if len(s.Metadata.Labels) > 0 {
+		g.Meta = map[string]string{}
+		for k, v := range s.Metadata.Labels {
+			g.Meta[k] = v
+		}
+	}
+
+	ports := map[int]string{}
+	var reserved []nomad.Port
+	if s.Spec.Port > 0 {
+		ports[s.Spec.Port] = mainPort
+		reserved = append(reserved, nomad.Port{Label: mainPort, Value: s.Spec.Port})
+	}
+	portLabel := func(p int) string {
+		if l, ok := ports[p]; ok {
+			return l
+		}
+		l := fmt.Sprintf("probe_%d", p)
+		ports[p] = l
+		reserved = append(reserved, nomad.Port{Label: l, Value: p})
+		return l
+	}
+
+	svc := &nomad.Service{Name: name, Provider: "nomad"}
+	if s.Spec.Port > 0 {
+		svc.PortLabel = mainPort
+		f.warn(name, "spec.port", "%d is reserved as a static port on the node; the server must listen on the node's address, not only on loopback, for Nomad's checks and other nodes to reach it", s.Spec.Port)
+	}
+	r, hasReady := readiness(s)
+	l, hasLive := liveness(s)
+	if (hasReady && r.kind == "exec") || (hasLive && l.kind == "exec") {
+		svc.Provider = "consul"
+		f.warn(name, "spec.readinessProbe/livenessProbe", "an exec probe becomes a script check, which only the Consul service provider runs; the service is registered in Consul")
+	}
+	health := "task_states"
+	if hasReady {
+		c, err := f.nomadCheck(s, "spec.readinessProbe", "ready", r, svc.Provider, portLabel)
+		if err != nil {
+			return nil, err
+		}
+		if r.initialDelay > 0 {
+			f.warn(name, "spec.readinessProbe.initialDelaySeconds", "%d: Nomad checks have no initial delay for readiness; dropped", r.initialDelay)
+		}
+		svc.Checks = append(svc.Checks, *c)
+		health = "checks"
+	}
+	if hasLive {
+		c, err := f.nomadCheck(s, "spec.livenessProbe", "alive", l, svc.Provider, portLabel)
+		if err != nil {
+			return nil, err
+		}
+		// A failing liveness check restarts the task after failureThreshold
+		// results, counting from initialDelaySeconds; it does not decide the
+		// deployment's health (readiness does).
+		c.CheckRestart = &nomad.CheckRestart{Limit: l.failure}
+		if l.initialDelay > 0 {
+			d := time.Duration(l.initialDelay) * time.Second
+			c.CheckRestart.Grace = &d
+		}
+		c.OnUpdate = "ignore"
+		c.FailuresBeforeCritical, c.SuccessBeforePassing = 0, 0
+		if l.success != 1 {
+			f.warn(name, "spec.livenessProbe.successThreshold", "%d: Nomad's check_restart has no success threshold; dropped", l.success)
+		}
+		svc.Checks = append(svc.Checks, *c)
+	}
+	if len(reserved) > 0 {
+		g.Networks = []*nomad.NetworkResource{{Mode: "host", ReservedPorts: reserved}}
+	}
+	if len(svc.Checks) > 0 || s.Spec.Port > 0 {
+		task.Services = []*nomad.Service{svc}
+	}
+
+	startup := time.Duration(intOr(s.Spec.StartupTimeoutSeconds, defaultStartupTimeout)) * time.Second
+	progress := 10 * time.Minute
+	if startup+time.Minute > progress {
+		progress = startup + time.Minute
+	}
+	zero := time.Duration(0)
+	g.Update = &nomad.UpdateStrategy{
+		HealthCheck:      &health,
+		MinHealthyTime:   &zero,
+		HealthyDeadline:  &startup,
+		ProgressDeadline: &progress,
+	}
+
+	if err := f.nomadRestart(s, g); err != nil {
+		return nil, err
+	}
+	if len(s.Spec.DependsOn) > 0 {
+		f.warn(name, "spec.dependsOn", "Nomad starts the groups of a job together; %s is not held back until %s are healthy (the server must retry)", name, strings.Join(s.Spec.DependsOn, ", "))
+		for i, dep := range s.Spec.DependsOn {
+			if _, ok := f.byName[dep]; !ok {
+				return nil, fmt.Errorf("export nomad %s: spec.dependsOn[%d]: no server %q in the fleet", name, i, dep)
+			}
+		}
+	}
+	return g, nil
+}
+
+// nomadCheck maps one probe. For the readiness check the returned value's
+// thresholds are set; the liveness caller adjusts them.
+func (f *fleet) nomadCheck(s *spec.Server, field, checkName string, p probe, provider string, portLabel func(int) string) (*nomad.ServiceCheck, error) {
+	name := s.Metadata.Name
+	if err := checkProbe(name, field, p); err != nil {
+		return nil, err
+	}
+	c := &nomad.ServiceCheck{
+		Name:     checkName,
+		Interval: time.Duration(p.period) * time.Second,
+		Timeout:  time.Duration(p.timeout) * time.Second,
+	}
+	switch p.kind {
+	case "httpGet":
+		c.Type, c.Protocol, c.Path, c.Method = "http", "http", p.path, "GET"
+		c.PortLabel = portLabel(p.port)
+	case "tcpSocket":
+		c.Type = "tcp"
+		c.PortLabel = portLabel(p.port)
+	case "exec":
+		c.Type, c.Command, c.Args = "script", p.command[0], p.command[1:]
+	}
+	if p.host != "" && !isLoopbackHost(p.host) {
+		f.warn(name, field+"."+p.kind+".host", "%q: Nomad checks the service's address; the host is dropped", p.host)
+	}
+	if provider == "consul" {
+		if p.failure > 1 {
+			c.FailuresBeforeCritical = p.failure
+		}
+		if p.success > 1 {
+			c.SuccessBeforePassing = p.success
+		}
+	} else if checkName == "ready" {
+		if p.failure != 1 {
+			f.warn(name, field+".failureThreshold", "%d: Nomad's own checks have no thresholds (Consul's do); one failed check marks the service unhealthy", p.failure)
+		}
+		if p.success != 1 {
+			f.warn(name, field+".successThreshold", "%d: Nomad's own checks have no thresholds (Consul's do); one passing check marks the service healthy", p.success)
+		}
+	}
+	return c, nil
+}
+
+// nomadRestart maps restartPolicy. Always restarts without end (mode
+// "delay"); Never neither restarts nor reschedules.
+func (f *fleet) nomadRestart(s *spec.Server, g *nomad.TaskGroup) error {
+	name := s.Metadata.Name
+	delay, interval := time.Second, 5*time.Minute
+	attempts, mode := 5, "delay"
+	switch rp := restartPolicy(s); rp {
+	case spec.RestartAlways:
+	case spec.RestartOnFailure:
+		f.warn(name, "spec.restartPolicy", "OnFailure: a Nomad service task is restarted after any exit, code 0 included (only batch jobs finish on success); mapped as Always")
+	case spec.RestartNever:
+		attempts, mode = 0, "fail"
+		no := false
+		zero := 0
+		g.ReschedulePolicy = &nomad.ReschedulePolicy{Attempts: &zero, Unlimited: &no}
+	default:
+		return fmt.Errorf("export nomad %s: spec.restartPolicy: unknown value %q", name, rp)
+	}
+	g.RestartPolicy = &nomad.RestartPolicy{Attempts: &attempts, Interval: &interval, Delay: &delay, Mode: &mode}
+	return nil
+}
+
+// nomadInterpolation warns about "${...}" in argv and env: Nomad replaces
+// references it knows (NOMAD_*, env, attr., meta., node.) and has no escape.
+func (f *fleet) nomadInterpolation(s *spec.Server) {
+	check := func(field, v string) {
+		if strings.Contains(v, "${") {
+			f.warn(s.Metadata.Name, field, "%q: Nomad interpolates ${...} in task config and env and has no escape; a reference Nomad knows will be replaced", v)
+		}
+	}
+	for i, a := range s.Spec.Command {
+		check(fmt.Sprintf("spec.command[%d]", i), a)
+	}
+	for i, a := range s.Spec.Args {
+		check(fmt.Sprintf("spec.args[%d]", i), a)
+	}
+	for _, e := range s.Spec.Env {
+		check("spec.env["+e.Name+"]", e.Value)
+	}
+}
+
+// executable returns the absolute path of the server's command[0]: a
+// relative path with a slash is resolved against workingDir (as procfleet
+// runs it); a bare name is left for the engine's search path, with a
+// warning since that path is not the user's $PATH.
+func (f *fleet) executable(s *spec.Server, engine string) (string, error) {
+	name := s.Metadata.Name
+	if len(s.Spec.Command) == 0 || s.Spec.Command[0] == "" {
+		return "", fmt.Errorf("export %s: spec.command: empty", name)
+	}
+	exe := s.Spec.Command[0]
+	switch {
+	case filepath.IsAbs(exe):
+		return exe, nil
+	case strings.Contains(exe, "/"):
+		if s.Spec.WorkingDir == "" || !filepath.IsAbs(s.Spec.WorkingDir) {
+			return "", fmt.Errorf("export %s: spec.command[0]: %q is relative and spec.workingDir is not an absolute path; %s needs an absolute executable path", name, exe, engine)
+		}
+		return filepath.Join(s.Spec.WorkingDir, exe), nil
+	default:
+		f.warn(name, "spec.command[0]", "%q is looked up in %s's search path, not in your $PATH; write an absolute path to be sure of the binary", exe, engine)
+		return exe, nil
+	}
+}
