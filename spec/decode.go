@@ -161,6 +161,11 @@ func (d *decoder) pairs(n *yaml.Node, path string) []pair {
 	seen := map[string]int{}
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		k, v := n.Content[i], n.Content[i+1]
+		// Every key is charged, since merge keys can bring one mapping's
+		// keys in many times.
+		if !d.charge(k, path) {
+			return nil
+		}
 		if k.Kind == yaml.ScalarNode && k.ShortTag() == "!!merge" {
 			merged = append(merged, d.mergePairs(v, path)...)
 			continue
@@ -170,7 +175,7 @@ func (d *decoder) pairs(n *yaml.Node, path string) []pair {
 			continue
 		}
 		if first, ok := seen[k.Value]; ok {
-			d.errorf(k.Line, joinField(path, k.Value), "duplicate field %q (first at line %d)", k.Value, first)
+			d.errorf(k.Line, joinField(path, shorten(k.Value)), "duplicate field %q (first at line %d)", shorten(k.Value), first)
 			continue
 		}
 		seen[k.Value] = k.Line
@@ -255,10 +260,10 @@ func (d *decoder) decode(n *yaml.Node, v reflect.Value, path string, line int) {
 		info := infoOf(v.Type())
 		for _, p := range d.pairs(n, path) {
 			name := p.key.Value
-			fpath := joinField(path, name)
+			fpath := joinField(path, shorten(name))
 			i, ok := info.byName[name]
 			if !ok {
-				d.errorf(p.key.Line, fpath, "unknown field %q%s", name, suggest(name, info.names))
+				d.errorf(p.key.Line, fpath, "unknown field %q%s", shorten(name), suggest(name, info.names))
 				continue
 			}
 			d.decode(p.value, v.Field(info.fields[i].index), fpath, p.key.Line)
@@ -280,7 +285,7 @@ func (d *decoder) decode(n *yaml.Node, v reflect.Value, path string, line int) {
 		}
 		m := reflect.MakeMap(v.Type())
 		for _, p := range d.pairs(n, path) {
-			kpath := fmt.Sprintf("%s[%s]", path, p.key.Value)
+			kpath := fmt.Sprintf("%s[%s]", path, shorten(p.key.Value))
 			if p.key.ShortTag() != "!!str" {
 				d.errorf(p.key.Line, kpath, "expected a string key, got %s (quote it)", describe(p.key))
 				continue

@@ -19,7 +19,9 @@
 //   - Decoding is strict: unknown fields, duplicate fields and values of
 //     the wrong type (a quoted "8080" for a port, a number for a string)
 //     are errors. Documents must say apiVersion: procfleet.dev/v1alpha1 and
-//     kind: Server; empty documents are skipped.
+//     kind: Server; empty documents are skipped. Anchors, aliases and merge
+//     keys (<<) work as in YAML 1.1, with every alias expansion charged to
+//     the bound below.
 //   - Folders contribute their *.yaml and *.yml files, sorted by name, not
 //     recursively; hidden files (editor temp and lock files) are skipped.
 //     Symlinks are followed; a file reached twice is read once. workingDir

@@ -3,7 +3,9 @@ package spec
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"testing"
+	"time"
 )
 
 // FuzzLoadBytes feeds arbitrary bytes to the loader. It must never panic;
@@ -16,6 +18,11 @@ func FuzzLoadBytes(f *testing.F) {
 	f.Add([]byte(server("a", "  dependsOn: [b]\n") + "---\n" + server("b", "  env: [{name: X, value: y}]\n")))
 	f.Add([]byte("apiVersion: procfleet.dev/v1alpha1\nkind: Server\nmetadata: &m {name: a}\nspec: {<<: {command: [x]}}\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
+		// A hang is a bug too: turn it into a crash that names the input
+		// (the fuzzer has no per-input timeout). The bound is generous so
+		// that a loaded machine never trips it.
+		watchdog := time.AfterFunc(30*time.Second, func() { panic(fmt.Sprintf("slow input %q", data)) })
+		defer watchdog.Stop()
 		servers, err := LoadBytes("fuzz.yaml", data)
 		if err != nil {
 			var list ErrorList

@@ -29,7 +29,7 @@ const (
 	// MaxFiles is the most fleet files one Load reads.
 	MaxFiles = 1_000
 
-	maxNodes      = 1_000_000 // YAML nodes decoded per file, alias expansions included
+	maxNodes      = 2_000_000 // YAML nodes and keys decoded per file, alias expansions included
 	maxErrors     = 100       // errors reported per file before giving up on it
 	maxNameLen    = 64        // longest name compared by edit distance
 	maxMergeDepth = 100       // nesting of YAML merge keys (<<)

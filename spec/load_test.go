@@ -254,3 +254,28 @@ func TestSelfMerge(t *testing.T) {
 		t.Fatalf("got %v, want a self-merge error", err)
 	}
 }
+
+// BenchmarkLoad measures loading a folder of 1,000 servers in 10 files.
+func BenchmarkLoad(b *testing.B) {
+	files := map[string]string{}
+	for f := range 10 {
+		var sb strings.Builder
+		for i := range 100 {
+			fmt.Fprintf(&sb, "%smetadata: {name: s%d-%d, labels: {tier: web}}\nspec:\n  command: [./bin/server]\n  args: [--port, \"%d\"]\n  env: [{name: A, value: b}]\n  port: %d\n  readinessProbe:\n    httpGet: {path: /health}\n---\n", header, f, i, 10000+f*100+i, 10000+f*100+i)
+		}
+		files[fmt.Sprintf("f%d.yaml", f)] = sb.String()
+	}
+	dir := b.TempDir()
+	for name, content := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		f, err := Load(dir)
+		if err != nil || len(f.Servers) != 1000 {
+			b.Fatal(err)
+		}
+	}
+}
