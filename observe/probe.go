@@ -114,17 +114,17 @@ func ProbeExec(ctx context.Context, argv []string, dir string, env []string, tim
 	cmd.WaitDelay = 500 * time.Millisecond
 	setProbeGroup(cmd)
 	err := cmd.Run()
+	killProbeGroup(cmd)
 	res := ProbeResult{Duration: time.Since(start)}
 	line := firstLine(out.Bytes())
 	var ee *exec.ExitError
 	switch {
-	case ctx.Err() != nil && (err != nil || errors.Is(ctx.Err(), context.DeadlineExceeded)):
-		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-			res.Message = "exec: timed out after " + timeout.String()
-		} else {
-			res.Message = "exec: " + ctx.Err().Error()
-		}
-	case err == nil:
+	case errors.Is(ctx.Err(), context.DeadlineExceeded) && err != nil:
+		res.Message = "exec: timed out after " + timeout.String()
+	case ctx.Err() != nil && err != nil:
+		res.Message = "exec: " + ctx.Err().Error()
+	case err == nil, errors.Is(err, exec.ErrWaitDelay):
+		// ErrWaitDelay: exit 0, but a child kept the output open.
 		res.OK = true
 		res.Message = "exit code 0"
 	case errors.As(err, &ee):

@@ -16,3 +16,16 @@ func setProbeGroup(cmd *exec.Cmd) {
 		return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 	}
 }
+
+// killProbeGroup kills what is left of the probe's process group after the
+// probe returned (children that kept running). The group id is only
+// signalled while it still has members, so it cannot have been reused.
+func killProbeGroup(cmd *exec.Cmd) {
+	if cmd.Process == nil {
+		return
+	}
+	pgid := cmd.Process.Pid
+	if members, err := GroupMembers(pgid); err == nil && len(members) > 0 {
+		_ = syscall.Kill(-pgid, syscall.SIGKILL)
+	}
+}

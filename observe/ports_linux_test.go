@@ -1,0 +1,136 @@
+package observe
+
+import (
+	"context"
+	"net"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/procfleet/procfleet/internal/testserver"
+)
+
+func listenPort(t *testing.T, network, addr string) int {
+	t.Helper()
+	l, err := net.Listen(network, addr)
+	if err != nil {
+		t.Skipf("listen %s %s: %v", network, addr, err)
+	}
+	t.Cleanup(func() { l.Close() })
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+func TestListenersOwnListener(t *testing.T) {
+	tests := []struct {
+		name, network, addr string
+		want                func(port int) netip.AddrPort
+	}{
+		{"ipv4 loopback", "tcp4", "127.0.0.1:0", func(p int) netip.AddrPort { return netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), uint16(p)) }},
+		{"ipv6 only", "tcp6", "[::1]:0", func(p int) netip.AddrPort { return netip.AddrPortFrom(netip.IPv6Loopback(), uint16(p)) }},
+		// Go's dual-stack listener is one AF_INET6 socket, seen only in tcp6.
+		{"dual stack", "tcp", ":0", func(p int) netip.AddrPort { return netip.AddrPortFrom(netip.IPv6Unspecified(), uint16(p)) }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			port := listenPort(t, tt.network, tt.addr)
+			ls, err := Listeners(port)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(ls) != 1 {
+				t.Fatalf("Listeners(%d) = %+v, want one", port, ls)
+			}
+			l := ls[0]
+			if l.Addr != tt.want(port) {
+				t.Errorf("Addr = %v, want %v", l.Addr, tt.want(port))
+			}
+			if !slices.Equal(l.PIDs, []int{os.Getpid()}) || !l.OwnerVisible || l.UID != os.Geteuid() || l.Inode == 0 {
+				t.Errorf("listener %+v, want held by the test (pid %d), visible", l, os.Getpid())
+			}
+			self, _ := os.Executable()
+			if len(l.Cmdline) == 0 || filepath.Base(l.Cmdline[0]) != filepath.Base(self) {
+				t.Errorf("Cmdline = %q, want the test binary %s", l.Cmdline, self)
+			}
+			if !PortAccepting(context.Background(), port) {
+				t.Error("PortAccepting = false for a listener")
+			}
+		})
+	}
+}
+
+// A listener held by a child (the test server): its pid and command line.
+func TestListenersChild(t *testing.T) {
+	port := testserver.FreePort(t)
+	ready := filepath.Join(t.TempDir(), "ready")
+	argv := testserver.Command("-port", strconv.Itoa(port), "-ready-file", ready)
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Env = append(os.Environ(), testserver.Env())
+	startCmd(t, cmd)
+	h := mustPin(t, cmd.Process.Pid)
+	// Wait for the handshake file or the server's exit, bounded.
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		if _, err := os.Stat(ready); err == nil {
+			break
+		}
+		if h.Exited() || time.Now().After(deadline) {
+			t.Fatal("test server did not become ready")
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
+		_ = h.Wait(ctx) // a bounded pause that ends early on exit
+		cancel()
+	}
+	ls, err := Listeners(port)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ls) != 1 || !slices.Equal(ls[0].PIDs, []int{cmd.Process.Pid}) || !ls[0].OwnerVisible {
+		t.Fatalf("Listeners(%d) = %+v, want the test server %d", port, ls, cmd.Process.Pid)
+	}
+	if !slices.Equal(ls[0].Cmdline, argv) {
+		t.Errorf("Cmdline = %q, want %q", ls[0].Cmdline, argv)
+	}
+}
+
+func TestListenersUnowned(t *testing.T) {
+	port := testserver.FreePort(t)
+	ls, err := Listeners(port)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ls) != 0 {
+		t.Errorf("Listeners(free port %d) = %+v", port, ls)
+	}
+	if PortAccepting(context.Background(), port) {
+		t.Error("PortAccepting(free port) = true")
+	}
+	for _, bad := range []int{0, -1, 65536} {
+		if _, err := Listeners(bad); err == nil {
+			t.Errorf("Listeners(%d) succeeded", bad)
+		}
+	}
+}
+
+// Seen from user nobody, root's listener is there but its owner cannot be
+// seen (EACCES on /proc/PID/fd): OwnerVisible false rather than a guess.
+func TestListenersOwnerNotVisible(t *testing.T) {
+	bin := otherUserBinary(t)
+	port := listenPort(t, "tcp4", "127.0.0.1:0")
+	r := runAsNobody(t, bin, "listeners", port)
+	if r.Err != "" || len(r.Listeners) != 1 {
+		t.Fatalf("nobody's Listeners(%d) = %+v", port, r)
+	}
+	l := r.Listeners[0]
+	if l.OwnerVisible || len(l.PIDs) != 0 || l.UID != 0 {
+		t.Errorf("nobody sees %+v, want uid 0, owner not visible, no pids", l)
+	}
+	if !strings.HasPrefix(l.Addr.String(), "127.0.0.1:") {
+		t.Errorf("Addr = %v", l.Addr)
+	}
+}
