@@ -99,3 +99,11 @@ func typeComments() (map[string]string, error) {
 	}
 	return out, nil
 }
+
+// JSONSchemaExtend states in the schema what Validate checks: a probe has
+// exactly one handler.
+func (Probe) JSONSchemaExtend(s *jsonschema.Schema) {
+	for _, h := range []string{"httpGet", "tcpSocket", "exec"} {
+		s.OneOf = append(s.OneOf, &jsonschema.Schema{Required: []string{h}})
+	}
+}

@@ -127,6 +127,10 @@ func TestValidationRules(t *testing.T) {
 		{"env name empty", map[string]string{"a.yaml": server("api", "  env:\n  - {name: A, value: x}\n  - {value: x}\n")}, []wantErr{{"a.yaml", 9, "spec.env[1].name", "required"}}},
 		{"env name with =", map[string]string{"a.yaml": server("api", "  env:\n  - {name: A, value: x}\n  - {name: B, value: x}\n  - name: C=D\n")}, []wantErr{{"a.yaml", 10, "spec.env[2].name", "must not contain '='"}}},
 		{"env duplicate", map[string]string{"a.yaml": server("api", "  env:\n  - name: A\n  - name: A\n")}, []wantErr{{"a.yaml", 9, "spec.env[1].name", "duplicate name \"A\" (first at spec.env[0])"}}},
+		{"decoding error not repeated", map[string]string{"a.yaml": header + "metadata: x\nspec:\n  command: ./bin/x\n"}, []wantErr{
+			{"a.yaml", 3, "metadata", "expected a mapping, got string \"x\""},
+			{"a.yaml", 5, "spec.command", "expected a sequence, got string"},
+		}},
 		{"several errors sorted", map[string]string{
 			"b.yaml": server("b", "  port: 0x10000\n"),
 			"a.yaml": server("A", "  restartPolicy: Sometimes\n  dependsOn: [nope]\n"),
