@@ -368,3 +368,13 @@ func TestWorkloadFloor(t *testing.T) {
 		t.Errorf("port still listening: %v", err)
 	}
 }
+
+func TestParseStatusRestarts(t *testing.T) {
+	out := `{"servers": [{"name": "s000", "phase": "Running", "restarts": 2}, {"name": "s001", "restarts": 1}], "errors": []}`
+	if n, err := parseStatusRestarts([]byte(out)); err != nil || n != 3 {
+		t.Errorf("parseStatusRestarts = %d, %v; want 3", n, err)
+	}
+	if _, err := parseStatusRestarts([]byte("NAME PHASE\n")); err == nil {
+		t.Error("parseStatusRestarts accepted a table")
+	}
+}

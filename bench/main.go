@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -33,9 +34,11 @@ type options struct {
 	scenarios []string
 	n         int
 	kills     int
+	crashSame bool
 	idle      time.Duration
 	portBase  int
 	jsonPath  string
+	mdPath    string
 	floor     bool
 	keep      bool
 	pm2Dir    string
@@ -51,9 +54,11 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	scenarios := fs.String("scenarios", strings.Join(allScenarios, ","), "scenarios to run, comma-separated")
 	fs.IntVar(&o.n, "n", 100, "servers in the fleet scenarios (cold, idle, edit, stop)")
 	fs.IntVar(&o.kills, "kills", 20, "kill -9 rounds in the crash scenario")
+	fs.BoolVar(&o.crashSame, "crash-same", false, "crash: kill the same server every round (procfleet then backs off from the 2nd crash, by design) instead of one server per round")
 	fs.DurationVar(&o.idle, "idle", 30*time.Second, "idle window")
 	fs.IntVar(&o.portBase, "port-base", 20000, "first loopback port to try; ports are checked free")
 	fs.StringVar(&o.jsonPath, "json", "", "write the results as JSON to this file")
+	fs.StringVar(&o.mdPath, "md", "", "also write the markdown report (header and table) to this file")
 	fs.BoolVar(&o.floor, "floor", true, "measure the floors (the bench starting the servers itself)")
 	fs.BoolVar(&o.keep, "keep", false, "keep the temp folder (configs, logs, stamps)")
 	fs.StringVar(&o.pm2Dir, "pm2-dir", filepath.Join(home, ".cache", "procfleet-bench", "pm2"), "where PM2 is installed from npm")
@@ -126,7 +131,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 		Date:    started.UTC(),
 		Command: "go run ./bench " + strings.Join(args, " "),
 		Machine: machineInfo(),
-		Config: Config{Peers: o.peers, Scenarios: o.scenarios, N: o.n, Kills: o.kills,
+		Config: Config{Peers: o.peers, Scenarios: o.scenarios, N: o.n, Kills: o.kills, CrashSame: o.crashSame,
 			Idle: o.idle.String(), PortBase: o.portBase},
 	}
 	res := NewResults()
@@ -140,16 +145,19 @@ func run(args []string, stdout, stderr io.Writer) error {
 			for _, spec := range rs.forScenario(s) {
 				res.Declare(spec)
 			}
+			if s == scCold && slices.Contains(o.peers, peerProcfleet) && sc[scStop] {
+				res.Declare(rs.coldApply)
+			}
 		}
 	}
 
-	ports, err := pickPorts(o.portBase, o.n)
+	ports, err := pickPorts(o.portBase, max(o.n, o.kills))
 	if err != nil {
 		return err
 	}
 	r := &runner{
 		log: lg, res: res, rows: rs, tmp: tmp, root: root, workload: workload, ports: ports,
-		kills: o.kills, idle: o.idle, scenarios: sc, client: newHealthClient(),
+		n: o.n, kills: o.kills, crashSame: o.crashSame, idle: o.idle, scenarios: sc, client: newHealthClient(),
 	}
 
 	peers, versions := r.preparePeers(ctx, o)
@@ -171,7 +179,6 @@ func run(args []string, stdout, stderr io.Writer) error {
 				r.failAll(p.Name(), []string{scCrash}, err)
 			}
 		}
-		lg.Printf("%s: fleet scenarios", p.Name())
 		r.fleet(ctx, p)
 	}
 	if r.want(scPlan) && slices.Contains(o.peers, peerProcfleet) && ctx.Err() == nil {
@@ -183,11 +190,21 @@ func run(args []string, stdout, stderr io.Writer) error {
 
 	rep.Duration = time.Since(started).Round(time.Second).String()
 	rep.Rows, rep.Notes = res.Finish()
-	if err := writeHeader(stdout, rep); err != nil {
+	var md bytes.Buffer
+	if err := writeHeader(&md, rep); err != nil {
 		return err
 	}
-	if err := RenderTable(stdout, rep.Rows, rep.Notes); err != nil {
+	if err := RenderTable(&md, rep.Rows, rep.Notes); err != nil {
 		return err
+	}
+	if _, err := stdout.Write(md.Bytes()); err != nil {
+		return fmt.Errorf("write report: %w", err)
+	}
+	if o.mdPath != "" {
+		if err := os.WriteFile(o.mdPath, md.Bytes(), 0o644); err != nil {
+			return fmt.Errorf("write markdown: %w", err)
+		}
+		lg.Printf("wrote %s", o.mdPath)
 	}
 	if o.jsonPath != "" {
 		data, err := json.MarshalIndent(rep, "", "  ")

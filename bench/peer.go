@@ -28,3 +28,15 @@ type Peer interface {
 	// Close ends the supervisor and everything it started; idempotent.
 	Close(ctx context.Context) error
 }
+
+// restartReporter is a peer that counts restarts itself (procfleet status);
+// the crash scenario cross-checks the count against its kills.
+type restartReporter interface {
+	Restarts(ctx context.Context) (int, error)
+}
+
+// onceApplier is a peer with a converge-once command (procfleet apply
+// --wait), measured as an extra cold start.
+type onceApplier interface {
+	ApplyOnce(ctx context.Context, f Fleet) error
+}

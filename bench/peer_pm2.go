@@ -178,14 +178,18 @@ func (p *pm2Peer) Close(ctx context.Context) error {
 		}
 	}
 	if p.pid != 0 {
-		if !processGone(p.pid) && p.isPM2Daemon(p.pid) {
+		// pm2 kill returns before the daemon has exited: give it a bound.
+		gctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		_, err := waitStopped(gctx, []int{p.pid}, nil)
+		cancel()
+		if err != nil && p.isPM2Daemon(p.pid) {
 			_ = syscall.Kill(p.pid, syscall.SIGKILL)
-			errs = append(errs, fmt.Errorf("pm2: daemon pid %d survived pm2 kill; sent SIGKILL", p.pid))
-		}
-		ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		defer cancel()
-		if _, err := waitStopped(ctx, []int{p.pid}, nil); err != nil {
-			errs = append(errs, fmt.Errorf("pm2: %w", err))
+			errs = append(errs, fmt.Errorf("pm2: daemon pid %d still running 5 s after pm2 kill; sent SIGKILL", p.pid))
+			kctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			if _, err := waitStopped(kctx, []int{p.pid}, nil); err != nil {
+				errs = append(errs, fmt.Errorf("pm2: %w", err))
+			}
+			cancel()
 		}
 		p.pid = 0
 	}

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -138,4 +139,41 @@ func (p *procfleetPeer) Close(ctx context.Context) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// Restarts sums the restarts that `procfleet status -o json` reports.
+func (p *procfleetPeer) Restarts(ctx context.Context) (int, error) {
+	out, err := runCmd(ctx, 30*time.Second, nil, append([]string{p.bin, "status", "-o", "json"}, p.flags()...)...)
+	if err != nil {
+		return 0, err
+	}
+	return parseStatusRestarts(out)
+}
+
+// parseStatusRestarts sums servers[].restarts of `status -o json` output.
+func parseStatusRestarts(out []byte) (int, error) {
+	var st struct {
+		Servers []struct {
+			Name     string `json:"name"`
+			Restarts int    `json:"restarts"`
+		} `json:"servers"`
+	}
+	if err := json.Unmarshal(out, &st); err != nil {
+		return 0, fmt.Errorf("parse procfleet status: %w", err)
+	}
+	n := 0
+	for _, s := range st.Servers {
+		n += s.Restarts
+	}
+	return n, nil
+}
+
+// ApplyOnce runs `procfleet apply --wait`: converge once, exit 0 when every
+// server is Ready.
+func (p *procfleetPeer) ApplyOnce(ctx context.Context, f Fleet) error {
+	if err := writeFileAtomic(p.fleet, procfleetYAML(f)); err != nil {
+		return fmt.Errorf("procfleet: %w", err)
+	}
+	_, err := runCmd(ctx, upBound, nil, append([]string{p.bin, "apply", "--wait", "--timeout", "2m"}, p.flags()...)...)
+	return err
 }

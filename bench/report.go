@@ -93,6 +93,7 @@ type Config struct {
 	Scenarios []string `json:"scenarios"`
 	N         int      `json:"n"`
 	Kills     int      `json:"kills"`
+	CrashSame bool     `json:"crashSame"`
 	Idle      string   `json:"idle"`
 	PortBase  int      `json:"portBase"`
 }

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -41,10 +42,11 @@ const (
 
 // rows holds the specs of every row, built from the run's settings.
 type rows struct {
-	crashStamp, crashHealth      [3]RowSpec // median, p90, max
-	cold, stop, edit, editOthers RowSpec
-	idleCPU, idleSched, idleRSS  RowSpec
-	plan                         RowSpec
+	crashStamp, crashHealth     [3]RowSpec // median, p90, max
+	cold, coldApply, stop       RowSpec
+	edit, editOthers            RowSpec
+	idleCPU, idleSched, idleRSS RowSpec
+	plan                        RowSpec
 }
 
 func newRows(n int, idle time.Duration) rows {
@@ -58,6 +60,8 @@ func newRows(n int, idle time.Duration) rows {
 		r.crashHealth[i] = RowSpec{Key: "crash.health." + stat, Title: "1. crash → new process /health 200, " + stat, Unit: "ms"}
 	}
 	r.cold = RowSpec{Key: "cold", Title: fmt.Sprintf("2. cold start %d → all /health 200", n), Unit: "s",
+		Target: &Target{Kind: TargetFloorFactor, Value: 1.2, Text: "≤ 1.2x floor"}}
+	r.coldApply = RowSpec{Key: "cold.apply", Title: fmt.Sprintf("2. cold start %d, `procfleet apply --wait` → exit 0", n), Unit: "s",
 		Target: &Target{Kind: TargetFloorFactor, Value: 1.2, Text: "≤ 1.2x floor"}}
 	r.stop = RowSpec{Key: "stop", Title: fmt.Sprintf("3. stop all %d → no process, ports free", n), Unit: "s",
 		Target: &Target{Kind: TargetMax, Value: 0.5, Text: "< 0.5 s"}}
@@ -108,7 +112,9 @@ type runner struct {
 	root      string // module root
 	workload  string
 	ports     []int
+	n         int
 	kills     int
+	crashSame bool
 	idle      time.Duration
 	scenarios map[string]bool
 	client    *http.Client
@@ -152,14 +158,24 @@ func (r *runner) closePeer(p Peer, f Fleet) {
 	}
 }
 
-// crash: one server, kill -9 it r.kills times.
+// crashServers is how many servers the crash scenario's fleet has: one with
+// -crash-same, else one per kill, so that every kill is a server's first
+// crash (procfleet backs off from the second crash in a row, by design).
+func (r *runner) crashServers() int {
+	if r.crashSame {
+		return 1
+	}
+	return r.kills
+}
+
+// crash: kill -9 a server r.kills times (each time a different server
+// unless -crash-same), waiting for it to be back each time.
 func (r *runner) crash(ctx context.Context, p Peer) error {
 	dir, err := r.peerDir(p.Name(), "crash")
 	if err != nil {
 		return err
 	}
-	f := newFleet(r.workload, filepath.Join(dir, "stamps"), r.ports[:1])
-	srv := f.Servers[0]
+	f := newFleet(r.workload, filepath.Join(dir, "stamps"), r.ports[:r.crashServers()])
 	if err := r.portsFree(ctx, f.Ports()); err != nil {
 		return err
 	}
@@ -168,12 +184,12 @@ func (r *runner) crash(ctx context.Context, p Peer) error {
 		return err
 	}
 	uctx, cancel := context.WithTimeout(ctx, upBound)
-	_, err = waitHealth(uctx, r.client, srv.Port, healthFrom(0, ""), p.Err)
+	_, err = waitAllHealth(uctx, r.client, f.Ports(), p.Err)
 	cancel()
 	if err != nil {
 		return fmt.Errorf("%s: first start: %w", p.Name(), err)
 	}
-	w, err := NewStampWatcher(filepath.Dir(srv.Stamp))
+	w, err := NewStampWatcher(filepath.Join(dir, "stamps"))
 	if err != nil {
 		return err
 	}
@@ -181,6 +197,7 @@ func (r *runner) crash(ctx context.Context, p Peer) error {
 
 	var stampLat, healthLat []float64
 	for i := 0; i < r.kills; i++ {
+		srv := f.Servers[i%len(f.Servers)]
 		stamps, err := readStamps(srv.Stamp)
 		if err != nil {
 			return err
@@ -207,10 +224,21 @@ func (r *runner) crash(ctx context.Context, p Peer) error {
 		}
 		cancel()
 		if err != nil {
-			return fmt.Errorf("%s: restart after kill %d: %w", p.Name(), i+1, err)
+			return fmt.Errorf("%s: restart after kill %d of %s: %w", p.Name(), i+1, srv.Name, err)
 		}
 	}
 	r.setCrash(p.Name(), stampLat, healthLat)
+	if rr, ok := p.(restartReporter); ok {
+		n, err := rr.Restarts(ctx)
+		switch {
+		case err != nil:
+			r.res.Note("%s: could not read restart counts after the crash scenario: %s", p.Name(), oneLine(err.Error()))
+		case n != r.kills:
+			r.res.Note("%s: status reports %d restarts after %d kills", p.Name(), n, r.kills)
+		default:
+			r.log.Printf("%s: status reports %d restarts, as expected", p.Name(), n)
+		}
+	}
 	return nil
 }
 
@@ -298,6 +326,7 @@ func (r *runner) fleet(ctx context.Context, p Peer) {
 	if len(todo) == 0 {
 		return
 	}
+	r.log.Printf("%s: fleet scenarios (%s)", name, strings.Join(todo, ", "))
 	fail := func(err error) {
 		r.log.Printf("%s: %v", name, err)
 		r.failAll(name, todo, err)
@@ -307,7 +336,7 @@ func (r *runner) fleet(ctx context.Context, p Peer) {
 		fail(err)
 		return
 	}
-	f := newFleet(r.workload, filepath.Join(dir, "stamps"), r.ports)
+	f := newFleet(r.workload, filepath.Join(dir, "stamps"), r.ports[:r.n])
 	if err := r.portsFree(ctx, f.Ports()); err != nil {
 		fail(err)
 		return
@@ -351,8 +380,48 @@ func (r *runner) fleet(ctx context.Context, p Peer) {
 		if err := r.stopAll(ctx, p, f); err != nil {
 			r.log.Printf("%s: stop: %v", name, err)
 			r.failAll(name, []string{scStop}, err)
+			return
+		}
+		// With everything stopped, a peer with a converge-once command
+		// gets a second cold start through it.
+		if ap, ok := p.(onceApplier); ok && r.want(scCold) {
+			if err := r.coldOnce(ctx, p, ap, f); err != nil {
+				r.log.Printf("%s: cold start (apply once): %v", name, err)
+				r.res.Fail(r.rows.coldApply, name, err)
+			}
 		}
 	}
+}
+
+func (r *runner) coldOnce(ctx context.Context, p Peer, ap onceApplier, f Fleet) error {
+	if err := r.portsFree(ctx, f.Ports()); err != nil {
+		return err
+	}
+	t0 := time.Now()
+	if err := ap.ApplyOnce(ctx, f); err != nil {
+		return err
+	}
+	d := time.Since(t0)
+	// apply --wait said every server is Ready: they must answer now.
+	hctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	_, err := waitAllHealth(hctx, r.client, f.Ports(), noCheck)
+	cancel()
+	if err != nil {
+		return fmt.Errorf("after apply --wait exited 0: %w", err)
+	}
+	r.res.Set(r.rows.coldApply, p.Name(), d.Seconds())
+	r.log.Printf("%s: cold start %d with apply --wait in %.2f s", p.Name(), len(f.Servers), d.Seconds())
+	pids, err := f.currentPIDs()
+	if err != nil {
+		return err
+	}
+	if err := p.StopAll(ctx); err != nil {
+		return err
+	}
+	sctx, cancel := context.WithTimeout(ctx, stopBound)
+	defer cancel()
+	_, err = waitStopped(sctx, pids, f.Ports())
+	return err
 }
 
 func (r *runner) idleCost(ctx context.Context, p Peer, f Fleet) error {
@@ -494,7 +563,7 @@ func (r *runner) floorFleet(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	f := newFleet(r.workload, filepath.Join(dir, "stamps"), r.ports)
+	f := newFleet(r.workload, filepath.Join(dir, "stamps"), r.ports[:r.n])
 	if err := r.portsFree(ctx, f.Ports()); err != nil {
 		return err
 	}
@@ -540,6 +609,7 @@ func (r *runner) floorFleet(ctx context.Context) error {
 	}
 	if r.want(scCold) {
 		r.res.Set(r.rows.cold, peerFloor, tAll.Sub(t0).Seconds())
+		r.res.Set(r.rows.coldApply, peerFloor, tAll.Sub(t0).Seconds())
 	}
 	r.log.Printf("floor: cold start %d → all /health in %.2f s", len(f.Servers), tAll.Sub(t0).Seconds())
 
