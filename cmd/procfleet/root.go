@@ -40,6 +40,7 @@ Exit codes: 0 success, 1 failure, 2 (diff only) changes pending.`,
 		newValidateCmd(opts),
 		newSchemaCmd(),
 		newVersionCmd(),
+		newExportCmd(opts),
 	)
 	return cmd
 }
