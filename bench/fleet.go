@@ -164,6 +164,17 @@ func startDaemon(name string, argv, env []string, logPath string) (*daemon, erro
 
 func (d *daemon) PID() int { return d.cmd.Process.Pid }
 
+// ExitCode is the exit code once the daemon has exited (-1 when killed by
+// a signal, or still running).
+func (d *daemon) ExitCode() int {
+	select {
+	case <-d.done:
+		return d.cmd.ProcessState.ExitCode()
+	default:
+		return -1
+	}
+}
+
 // Err is non-nil once the daemon has exited.
 func (d *daemon) Err() error {
 	d.mu.Lock()

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 	"syscall"
 	"time"
 )
@@ -91,18 +90,13 @@ func (p *procfleetPeer) PrepareStop(context.Context) error {
 	if err := p.up.Stop(syscall.SIGTERM, 30*time.Second); err != nil {
 		return fmt.Errorf("procfleet: end up before down: %w", err)
 	}
-	if err := upExitErr(p.up); err != nil {
+	// DESIGN.md: up exits 0 after SIGTERM.
+	if code := p.up.ExitCode(); code != 0 {
+		err := fmt.Errorf("procfleet: up exited with code %d after SIGTERM, want 0: %w", code, p.up.Err())
+		p.up = nil
 		return err
 	}
 	p.up = nil
-	return nil
-}
-
-// upExitErr reports a non-zero exit of up after SIGTERM (DESIGN: exit 0).
-func upExitErr(d *daemon) error {
-	if err := d.Err(); err != nil && !strings.Contains(err.Error(), "exited with code 0") {
-		return fmt.Errorf("procfleet: up after SIGTERM: %w", err)
-	}
 	return nil
 }
 

@@ -34,7 +34,7 @@ func supervisordConf(dir string, f Fleet) []byte {
 	var b bytes.Buffer
 	sock := filepath.Join(dir, "supervisor.sock")
 	fmt.Fprintf(&b, "[unix_http_server]\nfile=%s\nchmod=0700\n\n", sock)
-	fmt.Fprintf(&b, "[supervisord]\nnodaemon=true\nlogfile=%s\npidfile=%s\nchilddir=%s\nchildlogdir=%s\nminfds=4096\nminprocs=400\n\n",
+	fmt.Fprintf(&b, "[supervisord]\nnodaemon=true\nlogfile=%s\npidfile=%s\nchilddir=%s\nchildlogdir=%s\n\n",
 		filepath.Join(dir, "supervisord.log"), filepath.Join(dir, "supervisord.pid"), dir, filepath.Join(dir, "logs"))
 	b.WriteString("[rpcinterface:supervisor]\nsupervisor.rpcinterface_factory = supervisor.rpcinterface:make_main_rpcinterface\n\n")
 	fmt.Fprintf(&b, "[supervisorctl]\nserverurl=unix://%s\n\n", sock)
