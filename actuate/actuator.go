@@ -67,7 +67,7 @@ type Actuator struct {
 	// signal sends sig to a target; nil means target.send. Tests replace it
 	// to simulate what the kernel cannot be made to do on demand (a process
 	// that outlives SIGKILL).
-	signal func(t target, sig syscall.Signal) error
+	signal func(t target, sig syscall.Signal) (how string, err error)
 
 	mu       sync.Mutex
 	children map[int]*child // our own unreaped children, by pid

@@ -30,4 +30,4 @@ func signalName(sig syscall.Signal) string { return sig.String() }
 
 func signalNumber(string) int { return 0 }
 
-func signalGroupOf(*observe.Handle, int, syscall.Signal) error { return errUnsupported }
+func signalGroupOf(*observe.Handle, int, syscall.Signal) (string, error) { return "", errUnsupported }

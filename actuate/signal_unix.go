@@ -12,9 +12,9 @@ import (
 // killpg, right after checking (kqueue) that the leader has not exited: a
 // group id cannot be reused while its leader lives. Compile-checked only on
 // macOS.
-func signalGroupOf(h *observe.Handle, pgid int, sig syscall.Signal) error {
+func signalGroupOf(h *observe.Handle, pgid int, sig syscall.Signal) (string, error) {
 	if h.Exited() {
-		return observe.ErrGone
+		return "", observe.ErrGone
 	}
-	return killGroup(pgid, sig)
+	return "by killpg while the pinned leader is alive", killGroup(pgid, sig)
 }

@@ -50,19 +50,20 @@ func (t target) String() string {
 // send delivers sig. A group signal goes through the leader's pidfd on Linux
 // >= 6.9 (PIDFD_SIGNAL_PROCESS_GROUP), else killpg while the pinned leader
 // is alive (a process group id cannot be reused while its leader lives).
-func (t target) send(sig syscall.Signal) error {
+func (t target) send(sig syscall.Signal) (how string, err error) {
 	if t.group {
 		return signalGroupOf(t.h, t.pgid, sig)
 	}
-	return t.h.Signal(sig)
+	return "through its " + t.h.Mode().String() + " pin", t.h.Signal(sig)
 }
 
 func (a *Actuator) sendSignal(t target, sig syscall.Signal) error {
+	var how string
 	var err error
 	if a.signal != nil {
-		err = a.signal(t, sig)
+		how, err = a.signal(t, sig)
 	} else {
-		err = t.send(sig)
+		how, err = t.send(sig)
 	}
 	if err != nil {
 		if errors.Is(err, observe.ErrGone) || errors.Is(err, syscall.ESRCH) || errors.Is(err, os.ErrProcessDone) {
@@ -71,7 +72,7 @@ func (a *Actuator) sendSignal(t target, sig syscall.Signal) error {
 		a.Log.Error(err, "signal failed", "server", t.name, "signal", signalName(sig), "target", t.String())
 		return err
 	}
-	a.event(t.name, EventSignal, fmt.Sprintf("sent %s to %s; evidence: %s", signalName(sig), t, t.evidence))
+	a.event(t.name, EventSignal, fmt.Sprintf("sent %s to %s %s; evidence: %s", signalName(sig), t, how, t.evidence))
 	return nil
 }
 

@@ -14,7 +14,12 @@ func TestDecide(t *testing.T) {
 		Cmdline: []string{"./api", "--port", "8080"}, PidfdInode: 77}
 	live := observe.Identity{PID: 100, PGID: 100, State: observe.StateSleeping, StartTime: 5000,
 		BootID: "boot-a", Cmdline: []string{"./api", "--port", "8080"}}
-	with := func(f func(*Record)) Record { r := rec; r.Cmdline = append([]string(nil), rec.Cmdline...); f(&r); return r }
+	with := func(f func(*Record)) Record {
+		r := rec
+		r.Cmdline = append([]string(nil), rec.Cmdline...)
+		f(&r)
+		return r
+	}
 	id := func(f func(*observe.Identity)) observe.Identity { i := live; f(&i); return i }
 
 	tests := []struct {
