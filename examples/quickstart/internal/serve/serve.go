@@ -1,5 +1,5 @@
 // Package serve runs the quick-start example servers: it listens on
-// 127.0.0.1:PORT, answers /health, and shuts down gracefully on SIGTERM or
+// HOST:PORT (127.0.0.1 unless -host says otherwise), answers /health, and shuts down gracefully on SIGTERM or
 // SIGINT (finishing requests in flight, for at most 5 seconds), which is what
 // procfleet sends when it stops a server.
 package serve
@@ -19,21 +19,22 @@ import (
 	"time"
 )
 
-// Main parses the common flags (-port), serves mux on loopback and returns
+// Main parses the common flags (-port, -host), serves mux and returns
 // when a stop signal has been handled. It never returns on success before a
 // signal arrives. name prefixes the server's log lines.
 func Main(name string, defaultPort int, register func(mux *http.ServeMux)) {
-	port := flag.Int("port", defaultPort, "TCP port to listen on (127.0.0.1)")
+	port := flag.Int("port", defaultPort, "TCP port to listen on")
+	host := flag.String("host", "127.0.0.1", "address to listen on (0.0.0.0 for every interface)")
 	flag.Parse()
 	log.SetPrefix(name + " ")
 	log.SetFlags(log.LstdFlags | log.Lmicroseconds)
-	if err := run(*port, register); err != nil {
+	if err := run(*host, *port, register); err != nil {
 		log.Printf("error: %v", err)
 		os.Exit(1)
 	}
 }
 
-func run(port int, register func(mux *http.ServeMux)) error {
+func run(host string, port int, register func(mux *http.ServeMux)) error {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
 
@@ -43,7 +44,7 @@ func run(port int, register func(mux *http.ServeMux)) error {
 	})
 	register(mux)
 
-	ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+	ln, err := net.Listen("tcp", net.JoinHostPort(host, strconv.Itoa(port)))
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}
