@@ -29,7 +29,7 @@ const (
 	// MaxFiles is the most fleet files one Load reads.
 	MaxFiles = 1_000
 
-	maxNodes      = 2_000_000 // YAML nodes and keys decoded per file, alias expansions included
+	maxNodes      = 2_000_000 // YAML nodes and keys decoded per file (aliases included), at most
 	maxErrors     = 100       // errors reported per file before giving up on it
 	maxNameLen    = 64        // longest name compared by edit distance
 	maxMergeDepth = 100       // nesting of YAML merge keys (<<)
@@ -242,7 +242,9 @@ func parse(file string, data []byte) (docs []docResult, errs ErrorList) {
 		return nil, ErrorList{{File: file, Message: fmt.Sprintf("resolve folder: %v", err), Err: err}}
 	}
 	dec := yaml.NewDecoder(bytes.NewReader(data))
-	budget := maxNodes
+	// The budget grows with the file, so that a small hostile file costs
+	// little; a legitimate file has far fewer nodes than 16 per byte.
+	budget := min(maxNodes, 100_000+16*len(data))
 	for idx := 0; ; idx++ {
 		var doc yaml.Node
 		err := decodeNode(dec, &doc)
