@@ -43,6 +43,8 @@ type options struct {
 	keep      bool
 	pm2Dir    string
 	install   bool
+
+	procfleetBin string
 }
 
 func parseFlags(args []string, stderr io.Writer) (options, error) {
@@ -62,6 +64,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.BoolVar(&o.floor, "floor", true, "measure the floors (the bench starting the servers itself)")
 	fs.BoolVar(&o.keep, "keep", false, "keep the temp folder (configs, logs, stamps)")
 	fs.StringVar(&o.pm2Dir, "pm2-dir", filepath.Join(home, ".cache", "procfleet-bench", "pm2"), "where PM2 is installed from npm")
+	fs.StringVar(&o.procfleetBin, "procfleet-bin", "", "use this procfleet binary instead of building ./cmd/procfleet")
 	fs.BoolVar(&o.install, "install", true, "install supervisord (apt-get) and PM2 (npm) when missing")
 	if err := fs.Parse(args); err != nil {
 		return o, err
@@ -173,10 +176,10 @@ func run(args []string, stdout, stderr io.Writer) error {
 			break
 		}
 		if r.want(scCrash) {
-			lg.Printf("%s: crash scenario", p.Name())
+			lg.Printf("%s: crash scenario", p.name)
 			if err := r.crash(ctx, p); err != nil {
-				lg.Printf("%s: crash: %v", p.Name(), err)
-				r.failAll(p.Name(), []string{scCrash}, err)
+				lg.Printf("%s: crash: %v", p.name, err)
+				r.failAll(p.name, []string{scCrash}, err)
 			}
 		}
 		r.fleet(ctx, p)
@@ -236,23 +239,23 @@ func writeHeader(w io.Writer, rep *Report) error {
 
 // preparePeers builds procfleet and installs the peers as needed. A peer
 // that cannot be prepared gets its rows marked failed, with the reason.
-func (r *runner) preparePeers(ctx context.Context, o options) ([]Peer, Versions) {
+func (r *runner) preparePeers(ctx context.Context, o options) ([]peerMaker, Versions) {
 	v := Versions{Go: runtime.Version()}
 	if out, err := exec.CommandContext(ctx, "node", "--version").Output(); err == nil {
 		v.Node = strings.TrimSpace(string(out))
 	}
 	fleetScs := slices.DeleteFunc(slices.Clone(o.scenarios), func(s string) bool { return s == scPlan })
-	var peers []Peer
+	var peers []peerMaker
 	for _, name := range o.peers {
-		var p Peer
+		var mk func(dir string) Peer
 		var err error
 		switch name {
 		case peerProcfleet:
 			v.Procfleet = gitRev(ctx, r.root)
 			var bin string
-			bin, err = r.buildProcfleet(ctx)
+			bin, err = r.buildProcfleet(ctx, o.procfleetBin)
 			if err == nil {
-				p = newProcfleetPeer(bin, filepath.Join(r.tmp, "procfleet"))
+				mk = func(dir string) Peer { return newProcfleetPeer(bin, dir) }
 			}
 		case peerSupervisord:
 			err = ensureSupervisord(ctx, r.log, o.install)
@@ -260,14 +263,14 @@ func (r *runner) preparePeers(ctx context.Context, o options) ([]Peer, Versions)
 				if out, verr := exec.CommandContext(ctx, "supervisord", "--version").Output(); verr == nil {
 					v.Supervisord = strings.TrimSpace(string(out))
 				}
-				p = newSupervisordPeer(filepath.Join(r.tmp, "supervisord"))
+				mk = func(dir string) Peer { return newSupervisordPeer(dir) }
 			}
 		case peerPM2:
 			var bin string
 			bin, err = ensurePM2(ctx, r.log, o.pm2Dir, o.install)
 			if err == nil {
 				v.PM2 = pm2Version(o.pm2Dir)
-				p = newPM2Peer(bin, filepath.Join(r.tmp, "pm2"))
+				mk = func(dir string) Peer { return newPM2Peer(bin, dir) }
 			}
 		}
 		if err != nil {
@@ -276,17 +279,20 @@ func (r *runner) preparePeers(ctx context.Context, o options) ([]Peer, Versions)
 			r.res.Note("%s not measured: %s", name, oneLine(err.Error()))
 			continue
 		}
-		peers = append(peers, p)
+		peers = append(peers, peerMaker{name: name, make: mk})
 	}
 	return peers, v
 }
 
 // buildProcfleet builds ./cmd/procfleet and checks that it has the commands
 // the bench drives.
-func (r *runner) buildProcfleet(ctx context.Context) (string, error) {
-	bin := filepath.Join(r.tmp, "bin", "procfleet")
-	if _, err := runCmdIn(ctx, r.root, 5*time.Minute, "go", "build", "-o", bin, "./cmd/procfleet"); err != nil {
-		return "", fmt.Errorf("build procfleet: %w", err)
+func (r *runner) buildProcfleet(ctx context.Context, prebuilt string) (string, error) {
+	bin := prebuilt
+	if bin == "" {
+		bin = filepath.Join(r.tmp, "bin", "procfleet")
+		if _, err := runCmdIn(ctx, r.root, 5*time.Minute, "go", "build", "-o", bin, "./cmd/procfleet"); err != nil {
+			return "", fmt.Errorf("build procfleet: %w", err)
+		}
 	}
 	for _, c := range []string{"up", "down"} {
 		out, err := runCmd(ctx, 30*time.Second, nil, bin, c, "--help")

@@ -40,3 +40,9 @@ type restartReporter interface {
 type onceApplier interface {
 	ApplyOnce(ctx context.Context, f Fleet) error
 }
+
+// peerMaker makes a fresh Peer for one scenario, in that scenario's folder.
+type peerMaker struct {
+	name string
+	make func(dir string) Peer
+}

@@ -170,11 +170,12 @@ func (r *runner) crashServers() int {
 
 // crash: kill -9 a server r.kills times (each time a different server
 // unless -crash-same), waiting for it to be back each time.
-func (r *runner) crash(ctx context.Context, p Peer) error {
-	dir, err := r.peerDir(p.Name(), "crash")
+func (r *runner) crash(ctx context.Context, pm peerMaker) error {
+	dir, err := r.peerDir(pm.name, "crash")
 	if err != nil {
 		return err
 	}
+	p := pm.make(dir)
 	f := newFleet(r.workload, filepath.Join(dir, "stamps"), r.ports[:r.crashServers()])
 	if err := r.portsFree(ctx, f.Ports()); err != nil {
 		return err
@@ -315,8 +316,8 @@ func (r *runner) portsFree(ctx context.Context, ports []int) error {
 }
 
 // fleet runs cold start, idle, edit and stop, in that order, on one fleet.
-func (r *runner) fleet(ctx context.Context, p Peer) {
-	name := p.Name()
+func (r *runner) fleet(ctx context.Context, pm peerMaker) {
+	name := pm.name
 	todo := []string{}
 	for _, sc := range []string{scCold, scIdle, scEdit, scStop} {
 		if r.want(sc) {
@@ -336,6 +337,7 @@ func (r *runner) fleet(ctx context.Context, p Peer) {
 		fail(err)
 		return
 	}
+	p := pm.make(dir)
 	f := newFleet(r.workload, filepath.Join(dir, "stamps"), r.ports[:r.n])
 	if err := r.portsFree(ctx, f.Ports()); err != nil {
 		fail(err)
