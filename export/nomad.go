@@ -238,7 +238,7 @@ func (f *fleet) nomadGroup(s *spec.Server) (*nomad.TaskGroup, error) {
 		return nil, err
 	}
 	if len(s.Spec.DependsOn) > 0 {
-		f.warn(name, "spec.dependsOn", "Nomad starts the groups of a job together; %s is not held back until %s are healthy (the server must retry)", name, strings.Join(s.Spec.DependsOn, ", "))
+		f.warn(name, "spec.dependsOn", "Nomad starts the groups of a job together and does not hold %s back until %s %s healthy; the server must retry", name, strings.Join(s.Spec.DependsOn, ", "), isAre(len(s.Spec.DependsOn)))
 		for i, dep := range s.Spec.DependsOn {
 			if _, ok := f.byName[dep]; !ok {
 				return nil, fmt.Errorf("export nomad %s: spec.dependsOn[%d]: no server %q in the fleet", name, i, dep)
@@ -354,4 +354,11 @@ func (f *fleet) executable(s *spec.Server, engine string) (string, error) {
 		f.warn(name, "spec.command[0]", "%q is looked up in %s's search path, not in your $PATH; write an absolute path to be sure of the binary", exe, engine)
 		return exe, nil
 	}
+}
+
+func isAre(n int) string {
+	if n == 1 {
+		return "is"
+	}
+	return "are"
 }

@@ -123,15 +123,14 @@ func (f *fleet) systemdUnit(s *spec.Server, target string) ([]byte, error) {
 	fmt.Fprintf(&b, "ExecStart=%s\n", strings.Join(words, " "))
 	switch rp := restartPolicy(s); rp {
 	case spec.RestartAlways:
-		b.WriteString("Restart=always\n")
+		b.WriteString("Restart=always\nRestartSec=1s\n")
 	case spec.RestartOnFailure:
-		b.WriteString("Restart=on-failure\n")
+		b.WriteString("Restart=on-failure\nRestartSec=1s\n")
 	case spec.RestartNever:
 		b.WriteString("Restart=no\n")
 	default:
 		return nil, fmt.Errorf("export systemd %s: spec.restartPolicy: unknown value %q", name, rp)
 	}
-	b.WriteString("RestartSec=1s\n")
 	fmt.Fprintf(&b, "TimeoutStopSec=%d\n", intOr(s.Spec.TerminationGracePeriodSeconds, defaultGrace))
 	b.WriteString("KillMode=control-group\nKillSignal=SIGTERM\n")
 
