@@ -14,8 +14,9 @@ import (
 // pull the descriptor from under a syscall, and so that waits park on the
 // runtime's poller.
 type handleSys struct {
-	f         *os.File
-	rc        syscall.RawConn
+	f  *os.File
+	rc syscall.RawConn
+	// inode is the pidfs inode of a Linux pidfd (haveInode: on pidfs).
 	inode     uint64
 	haveInode bool
 }

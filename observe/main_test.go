@@ -1,16 +1,12 @@
 package observe
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strconv"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -79,101 +75,6 @@ func runHelper(mode string, args []string, out io.Writer) int {
 		return 1
 	}
 	return 0
-}
-
-// startSleep starts `sleep 1000` as a child of the test; it is killed and
-// reaped in Cleanup.
-func startSleep(t testing.TB) *exec.Cmd {
-	t.Helper()
-	return startCmd(t, exec.Command("sleep", "1000"))
-}
-
-func startCmd(t testing.TB, cmd *exec.Cmd) *exec.Cmd {
-	t.Helper()
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-	})
-	return cmd
-}
-
-// startNonChild starts `sleep 1000` as a child of a shell (so not a child
-// of the test) and returns its pid. The shell reaps it; both are killed in
-// Cleanup.
-func startNonChild(t testing.TB) int {
-	t.Helper()
-	cmd := exec.Command("sh", "-c", "sleep 1000 & echo $!; wait")
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	startCmd(t, cmd)
-	line, err := bufio.NewReader(stdout).ReadString('\n')
-	if err != nil {
-		t.Fatalf("read the pid of the shell's child: %v", err)
-	}
-	pid, err := strconv.Atoi(strings.TrimSpace(line))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGKILL) })
-	return pid
-}
-
-// otherUserBinary copies the test binary where user nobody can run it.
-func otherUserBinary(t *testing.T) string {
-	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root to run a helper as nobody")
-	}
-	self, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir, err := os.MkdirTemp("", "observe-nobody-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	if err := os.Chmod(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	bin := filepath.Join(dir, "observe.test")
-	data, err := os.ReadFile(self)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(bin, data, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	return bin
-}
-
-const nobody = 65534
-
-// runAsNobody runs the helper as uid/gid 65534 and decodes its result.
-func runAsNobody(t *testing.T, bin, mode string, arg int) helperResult {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, bin, strconv.Itoa(arg))
-	cmd.Env = append(os.Environ(), helperEnv+"="+mode)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: nobody, Gid: nobody}}
-	cmd.Dir = "/"
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("helper %s as nobody: %v\n%s", mode, err, stderr.String())
-	}
-	var r helperResult
-	if err := json.Unmarshal(out, &r); err != nil {
-		t.Fatalf("helper output %q: %v", out, err)
-	}
-	return r
 }
 
 func testCtx(t testing.TB, d time.Duration) context.Context {

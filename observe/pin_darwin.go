@@ -50,8 +50,8 @@ func Pin(pid int) (*Handle, error) {
 	return h, nil
 }
 
-// PidfdInode is always false on macOS.
-func (h *Handle) PidfdInode() (uint64, bool) { return 0, false }
+// PidfdInode is always false on macOS (no pidfd).
+func (h *Handle) PidfdInode() (uint64, bool) { return h.sys.inode, h.sys.haveInode }
 
 // Identity reads the identity of the pinned process, then checks the
 // handle's kqueue: an exit seen meanwhile makes the read ErrUntrusted.

@@ -7,6 +7,8 @@ import (
 	"os"
 	"slices"
 	"strconv"
+
+	"golang.org/x/sys/unix"
 )
 
 // Listeners returns the TCP sockets in LISTEN state on port (IPv4 and IPv6,
@@ -47,8 +49,46 @@ func Listeners(port int) ([]Listener, error) {
 	return ls, nil
 }
 
-// listenSockets parses both tables and keeps LISTEN rows on port.
+// listenSockets returns the LISTEN sockets on port, from sock_diag, or from
+// /proc/net/tcp and tcp6 where sock_diag is not available.
 func listenSockets(port int) ([]Listener, error) {
+	if !sockDiagBroken.Load() {
+		ls, err := diagListenSockets(port)
+		if err == nil {
+			return ls, nil
+		}
+		sockDiagBroken.Store(true)
+	}
+	return procListenSockets(port)
+}
+
+func diagListenSockets(port int) ([]Listener, error) {
+	var out []Listener
+	for _, family := range []uint8{unix.AF_INET, unix.AF_INET6} {
+		entries, err := diagListeners(family)
+		if err != nil {
+			if family == unix.AF_INET6 && errors.Is(err, unix.EAFNOSUPPORT) {
+				continue
+			}
+			return nil, err
+		}
+		out = appendListeners(out, entries, port)
+	}
+	return out, nil
+}
+
+func appendListeners(out []Listener, entries []netEntry, port int) []Listener {
+	for _, e := range entries {
+		if e.State != tcpListenState || int(e.Local.Port()) != port {
+			continue
+		}
+		out = append(out, Listener{Addr: e.Local, UID: e.UID, Inode: e.Inode})
+	}
+	return out
+}
+
+// procListenSockets parses both /proc tables and keeps LISTEN rows on port.
+func procListenSockets(port int) ([]Listener, error) {
 	var out []Listener
 	for _, f := range []struct {
 		path string
@@ -65,12 +105,7 @@ func listenSockets(port int) ([]Listener, error) {
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", f.path, err)
 		}
-		for _, e := range entries {
-			if e.State != tcpListenState || int(e.Local.Port()) != port {
-				continue
-			}
-			out = append(out, Listener{Addr: e.Local, UID: e.UID, Inode: e.Inode})
-		}
+		out = appendListeners(out, entries, port)
 	}
 	return out, nil
 }

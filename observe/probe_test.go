@@ -5,6 +5,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"runtime"
 	"strconv"
 	"strings"
@@ -161,6 +162,6 @@ func TestProbeExecLeftoverChild(t *testing.T) {
 }
 
 func readFileTrim(path string) (string, error) {
-	b, err := readSmall(path, nil)
+	b, err := os.ReadFile(path)
 	return strings.TrimSpace(string(b)), err
 }

@@ -1,0 +1,127 @@
+package observe
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"net/netip"
+	"sync/atomic"
+
+	"golang.org/x/sys/unix"
+)
+
+// Listening sockets through netlink sock_diag (SOCK_DIAG_BY_FAMILY with
+// idiag_states = 1<<TCP_LISTEN): the kernel returns only listeners, where
+// /proc/net/tcp prints every socket (established, time-wait...) as text.
+// x/sys has the constants but not the inet_diag structs, so the 72-byte
+// request and reply are laid out here (include/uapi/linux/inet_diag.h).
+
+const (
+	inetDiagReqLen = 56 // struct inet_diag_req_v2
+	inetDiagMsgLen = 72 // struct inet_diag_msg
+)
+
+// sockDiagBroken is set when sock_diag is unavailable (no inet_diag module,
+// a seccomp filter); /proc/net/tcp is used from then on.
+var sockDiagBroken atomic.Bool
+
+// diagListeners dumps the TCP listeners of one address family.
+func diagListeners(family uint8) ([]netEntry, error) {
+	fd, err := unix.Socket(unix.AF_NETLINK, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, unix.NETLINK_SOCK_DIAG)
+	if err != nil {
+		return nil, fmt.Errorf("sock_diag socket: %w", err)
+	}
+	defer unix.Close(fd)
+	req := make([]byte, unix.SizeofNlMsghdr+inetDiagReqLen)
+	ne := binary.NativeEndian
+	ne.PutUint32(req[0:], uint32(len(req)))
+	ne.PutUint16(req[4:], unix.SOCK_DIAG_BY_FAMILY)
+	ne.PutUint16(req[6:], unix.NLM_F_REQUEST|unix.NLM_F_DUMP)
+	ne.PutUint32(req[8:], 1) // seq
+	body := req[unix.SizeofNlMsghdr:]
+	body[0] = family
+	body[1] = unix.IPPROTO_TCP
+	ne.PutUint32(body[4:], 1<<tcpListenState)
+	if err := unix.Sendto(fd, req, 0, &unix.SockaddrNetlink{Family: unix.AF_NETLINK}); err != nil {
+		return nil, fmt.Errorf("sock_diag send: %w", err)
+	}
+	buf := make([]byte, 32<<10)
+	var out []netEntry
+	for {
+		n, _, err := unix.Recvfrom(fd, buf, 0)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("sock_diag receive: %w", err)
+		}
+		var done bool
+		out, done, err = parseInetDiag(buf[:n], out)
+		if err != nil {
+			return nil, err
+		}
+		if done {
+			return out, nil
+		}
+	}
+}
+
+// parseInetDiag appends the sockets in one netlink datagram of a
+// SOCK_DIAG_BY_FAMILY dump; done reports NLMSG_DONE.
+func parseInetDiag(b []byte, out []netEntry) ([]netEntry, bool, error) {
+	ne := binary.NativeEndian
+	for len(b) >= unix.SizeofNlMsghdr {
+		l := int(ne.Uint32(b[0:]))
+		typ := ne.Uint16(b[4:])
+		if l < unix.SizeofNlMsghdr || l > len(b) {
+			return out, false, fmt.Errorf("sock_diag: bad message length %d", l)
+		}
+		msg := b[unix.SizeofNlMsghdr:l]
+		switch typ {
+		case unix.NLMSG_DONE:
+			return out, true, nil
+		case unix.NLMSG_ERROR:
+			if len(msg) >= 4 {
+				if errno := -int32(ne.Uint32(msg)); errno != 0 {
+					return out, false, fmt.Errorf("sock_diag: %w", unix.Errno(errno))
+				}
+			}
+			return out, false, errors.New("sock_diag: error message")
+		case unix.SOCK_DIAG_BY_FAMILY:
+			e, err := parseInetDiagMsg(msg)
+			if err != nil {
+				return out, false, err
+			}
+			out = append(out, e)
+		}
+		// Messages are aligned to 4 bytes.
+		next := (l + 3) &^ 3
+		if next > len(b) {
+			break
+		}
+		b = b[next:]
+	}
+	return out, false, nil
+}
+
+func parseInetDiagMsg(m []byte) (netEntry, error) {
+	var e netEntry
+	if len(m) < inetDiagMsgLen {
+		return e, fmt.Errorf("sock_diag: short inet_diag_msg (%d bytes)", len(m))
+	}
+	port := binary.BigEndian.Uint16(m[4:])
+	var addr netip.Addr
+	switch m[0] {
+	case unix.AF_INET:
+		addr = netip.AddrFrom4([4]byte(m[8:12]))
+	case unix.AF_INET6:
+		addr = netip.AddrFrom16([16]byte(m[8:24]))
+	default:
+		return e, fmt.Errorf("sock_diag: family %d", m[0])
+	}
+	e.Local = netip.AddrPortFrom(addr, port)
+	e.State = m[1]
+	e.UID = int(binary.NativeEndian.Uint32(m[64:]))
+	e.Inode = uint64(binary.NativeEndian.Uint32(m[68:]))
+	return e, nil
+}
