@@ -111,7 +111,6 @@ func BenchmarkListeners(b *testing.B) { benchListeners(b, 0) }
 // Port-owner lookup with 1,000 more processes running.
 func BenchmarkListeners1000Procs(b *testing.B) { benchListeners(b, 1000) }
 
-
 func BenchmarkGroupMembers1000Procs(b *testing.B) {
 	pids := startSleeps(b, 1000)
 	id, err := ReadIdentity(pids[0])

@@ -108,4 +108,3 @@ func runAsNobody(t *testing.T, bin, mode string, arg int) helperResult {
 	}
 	return r
 }
-
