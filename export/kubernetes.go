@@ -112,6 +112,9 @@ func (f *fleet) k8sServer(s *spec.Server, image string) ([]any, error) {
 		f.warn(name, "spec.workingDir", "%s is a path on this machine; the image must provide it (or drop it to use the image's WORKDIR)", s.Spec.WorkingDir)
 	}
 	for _, e := range s.Spec.Env {
+		if msgs := validation.IsEnvVarName(e.Name); len(msgs) > 0 {
+			f.warn(name, "spec.env["+e.Name+"]", "the name is accepted only by clusters with relaxed environment variable validation (%s)", msgs[0])
+		}
 		c.Env = append(c.Env, corev1.EnvVar{Name: e.Name, Value: k8sEscape(e.Value)})
 	}
 	portName := "tcp"
