@@ -245,7 +245,7 @@ func (a *Actuator) Spawn(ctx context.Context, req StartRequest) (*Running, error
 	r := &Running{Handle: h, child: ch, logOffset: offset}
 	if pinErr != nil {
 		// Only a reaped child is unpinnable, and nothing reaped it yet.
-		a.killOwnChild(ctx, req.Name, pid, ch)
+		a.killOwnChild(ctx, req.Name, nil, cmd.Process, ch)
 		return nil, &StartError{Name: req.Name, Reason: ReasonFailed, ExitCode: -1, Message: "pin the new process", Err: pinErr}
 	}
 	id, idErr := h.Identity()
@@ -255,13 +255,13 @@ func (a *Actuator) Spawn(ctx context.Context, req StartRequest) (*Running, error
 			r.Record = Record{Name: req.Name, PID: pid, PGID: pid}
 			return nil, a.failExited(ctx, req, r)
 		}
-		a.killOwnChild(ctx, req.Name, pid, ch)
+		a.killOwnChild(ctx, req.Name, h, cmd.Process, ch)
 		_ = h.Close()
 		return nil, &StartError{Name: req.Name, Reason: ReasonFailed, ExitCode: -1, Message: "read the identity of the new process", Err: idErr}
 	}
 	boot, err := observe.BootID()
 	if err != nil {
-		a.killOwnChild(ctx, req.Name, pid, ch)
+		a.killOwnChild(ctx, req.Name, h, cmd.Process, ch)
 		_ = h.Close()
 		return nil, &StartError{Name: req.Name, Reason: ReasonFailed, ExitCode: -1, Message: "read boot id", Err: err}
 	}
@@ -272,7 +272,7 @@ func (a *Actuator) Spawn(ctx context.Context, req StartRequest) (*Running, error
 		StartedAt: a.now().UTC().Truncate(time.Second), PidfdInode: inode,
 	}
 	if err := a.Dir.WriteRecord(r.Record); err != nil {
-		a.killOwnChild(ctx, req.Name, pid, ch)
+		a.killOwnChild(ctx, req.Name, h, cmd.Process, ch)
 		_ = h.Close()
 		return nil, &StartError{Name: req.Name, Reason: ReasonFailed, ExitCode: -1, Message: "write record", Err: err}
 	}
@@ -318,17 +318,25 @@ func (a *Actuator) ownChild(pid int) *child {
 	return a.children[pid]
 }
 
-// killOwnChild SIGKILLs the group of a child we just started and have not
-// reaped (so its pid, and the group it leads, cannot be reused), and waits
-// for it to be reaped.
-func (a *Actuator) killOwnChild(ctx context.Context, name string, pid int, ch *child) {
+// killOwnChild SIGKILLs a child we just started, and its group through the
+// pin while it leads it, then waits for it to be reaped. Both paths go
+// through a pidfd (the pin, or os.Process's own), so they cannot reach a
+// reused pid.
+func (a *Actuator) killOwnChild(ctx context.Context, name string, h *observe.Handle, p *os.Process, ch *child) {
 	select {
 	case <-ch.done:
 		return
 	default:
 	}
-	if err := killGroup(pid, syscall.SIGKILL); err == nil {
-		a.event(name, EventSignal, fmt.Sprintf("sent SIGKILL to process group %d of our unreaped child pid %d (failed start)", pid, pid))
+	if h != nil {
+		if how, err := signalGroupOf(h, h.PID(), syscall.SIGKILL); err == nil {
+			a.event(name, EventSignal, fmt.Sprintf("sent SIGKILL to process group %d %s; evidence: our own child pid %d, pinned at spawn (failed start)", h.PID(), how, h.PID()))
+			waitDone(ctx, ch.done, DefaultKillTimeout)
+			return
+		}
+	}
+	if err := p.Signal(syscall.SIGKILL); err == nil {
+		a.event(name, EventSignal, fmt.Sprintf("sent SIGKILL to pid %d through os.Process; evidence: our own unreaped child (failed start)", p.Pid))
 	}
 	waitDone(ctx, ch.done, DefaultKillTimeout)
 }
@@ -366,7 +374,13 @@ func (a *Actuator) WaitReady(ctx context.Context, req StartRequest, r *Running) 
 		period = DefaultReadyPeriod
 	}
 	ready := req.Ready
+	// The default check is a connect to loopback, cheap enough to start
+	// fast: 5 ms, doubling up to period, so that a server listening within
+	// milliseconds is seen within milliseconds. A declared check runs every
+	// period from the start.
+	next := period
 	if ready == nil && req.Port > 0 {
+		next = min(5*time.Millisecond, period)
 		port := req.Port
 		ready = func(ctx context.Context) observe.ProbeResult {
 			if observe.PortAccepting(ctx, port) {
@@ -380,7 +394,7 @@ func (a *Actuator) WaitReady(ctx context.Context, req StartRequest, r *Running) 
 	defer stopWatch()
 	deadline := time.NewTimer(timeout)
 	defer deadline.Stop()
-	tick := time.NewTicker(period)
+	tick := time.NewTimer(next)
 	defer tick.Stop()
 	dctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
@@ -408,6 +422,8 @@ func (a *Actuator) WaitReady(ctx context.Context, req StartRequest, r *Running) 
 		last = res.Message
 		select {
 		case <-tick.C:
+			next = min(2*next, period)
+			tick.Reset(next)
 		case <-exited:
 			return a.failExited(ctx, req, r)
 		case <-deadline.C:

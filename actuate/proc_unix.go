@@ -18,8 +18,9 @@ func newSessionAttr() *syscall.SysProcAttr {
 	return &syscall.SysProcAttr{Setsid: true}
 }
 
-// killGroup is kill(-pgid, sig). Only for a group led by our own unreaped
-// child, whose pid cannot be reused.
+// killGroup is kill(-pgid, sig). Only called right after checking that the
+// pinned leader of the group is alive (a group id is not reused while its
+// leader lives).
 func killGroup(pgid int, sig syscall.Signal) error {
 	if pgid <= 1 {
 		return syscall.EINVAL

@@ -265,3 +265,38 @@ func TestStartExecFailure(t *testing.T) {
 }
 
 func itoa(n int) string { return strconv.Itoa(n) }
+
+// A record that cannot be written: the process is killed and reaped before
+// the error is returned, and nothing is left open.
+func TestSpawnRecordWriteFailure(t *testing.T) {
+	a, ev := newActuator(t)
+	warmFDs(t, a)
+	ctx := testCtx(t)
+	// A folder where the record goes makes the rename fail.
+	if err := os.Mkdir(a.Dir.RecordPath("api"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	before := countFDs(t)
+	_, err := a.Spawn(ctx, serverReq("api", 0, "-print", "record-write-failure"))
+	var se *StartError
+	if !errors.As(err, &se) || !strings.Contains(se.Message, "write record") {
+		t.Fatalf("Spawn error = %v, want *StartError write record", err)
+	}
+	if after := countFDs(t); after != before {
+		t.Errorf("open descriptors: %d before, %d after", before, after)
+	}
+	sent := ev.with(EventSignal)
+	if len(sent) == 0 {
+		t.Fatalf("no SIGKILL event: %v", ev.all)
+	}
+	// Nothing of it runs any more.
+	kids, err := observe.Descendants(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, pid := range kids {
+		if id, err := observe.ReadIdentity(pid); err == nil && slices.Contains(id.Cmdline, "record-write-failure") {
+			t.Errorf("pid %d still runs: %+v", pid, id)
+		}
+	}
+}

@@ -358,6 +358,17 @@ func portHolder(ctx context.Context, port int) (portHolderInfo, bool) {
 	return portHolderInfo{}, false
 }
 
+// portFree reports whether nothing accepts TCP on port: no connect to
+// loopback succeeds, and the kernel's socket tables show no listener on it
+// (a connect that merely timed out on a loaded machine proves nothing).
+func portFree(ctx context.Context, port int) bool {
+	if observe.PortAccepting(ctx, port) {
+		return false
+	}
+	ls, err := observe.Listeners(port)
+	return err != nil || len(ls) == 0
+}
+
 // waitPortFree waits until nothing accepts TCP on port, up to
 // PortReleaseTimeout.
 func (a *Actuator) waitPortFree(ctx context.Context, name string, port int, ready func(context.Context) observe.ProbeResult) error {
@@ -366,7 +377,7 @@ func (a *Actuator) waitPortFree(ctx context.Context, name string, port int, read
 	tick := time.NewTicker(portPollPeriod)
 	defer tick.Stop()
 	for {
-		if !observe.PortAccepting(ctx, port) {
+		if portFree(ctx, port) {
 			return nil
 		}
 		select {
