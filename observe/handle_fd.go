@@ -4,9 +4,12 @@ package observe
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // handleSys holds the pin: a pidfd (Linux) or a kqueue (macOS) wrapped in an
@@ -59,4 +62,19 @@ func (h *Handle) waitFD(ready func(fd int) bool, block func(fd int, d time.Durat
 			return nil
 		}
 	}
+}
+
+// pinNone makes an unpinned handle: the pid and the start time read now.
+func pinNone(pid int) (*Handle, error) {
+	if err := unix.Kill(pid, 0); errors.Is(err, unix.ESRCH) {
+		return nil, fmt.Errorf("pin pid %d: %w", pid, ErrGone)
+	}
+	if CheckLiveness(pid) == LivenessGone {
+		return nil, fmt.Errorf("pin pid %d: exited: %w", pid, ErrGone)
+	}
+	h := newHandle(pid, PinNone)
+	if st, err := startTimeOf(pid); err == nil {
+		h.start = st
+	}
+	return h, nil
 }

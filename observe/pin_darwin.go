@@ -26,9 +26,12 @@ func Pin(pid int) (*Handle, error) {
 		return nil, fmt.Errorf("pin pid %d: kqueue: %w", pid, err)
 	}
 	unix.CloseOnExec(kq)
-	var ev [1]unix.Kevent_t
+	// ev[1] is a user event that Exited fires after it consumed the exit
+	// event (EV_CLEAR), so that a parked Wait still wakes.
+	var ev [2]unix.Kevent_t
 	unix.SetKevent(&ev[0], pid, unix.EVFILT_PROC, unix.EV_ADD|unix.EV_CLEAR)
 	ev[0].Fflags = unix.NOTE_EXIT
+	unix.SetKevent(&ev[1], kqWakeIdent, unix.EVFILT_USER, unix.EV_ADD|unix.EV_CLEAR)
 	if _, err := unix.Kevent(kq, ev[:], nil, nil); err != nil {
 		unix.Close(kq)
 		if errors.Is(err, unix.ESRCH) {
@@ -72,7 +75,8 @@ func (h *Handle) Identity() (Identity, error) {
 	return id, nil
 }
 
-// kqFired polls kq for an event for up to d (0: do not block).
+// kqFired polls kq for an event for up to d (0: do not block). The only
+// events are the exit and the user event fired after an exit was seen.
 func kqFired(kq int, d time.Duration) bool {
 	ts := unix.NsecToTimespec(int64(d))
 	var ev [1]unix.Kevent_t
@@ -85,9 +89,20 @@ func kqFired(kq int, d time.Duration) bool {
 	}
 }
 
+// kqWakeIdent is the ident of a handle's EVFILT_USER event.
+const kqWakeIdent = 1
+
 func (h *Handle) sysExited() bool {
 	exited := false
-	_ = h.control(func(fd int) { exited = kqFired(fd, 0) })
+	_ = h.control(func(fd int) {
+		if exited = kqFired(fd, 0); exited {
+			// Hand the news to a Wait parked on the same kqueue.
+			var ev [1]unix.Kevent_t
+			unix.SetKevent(&ev[0], kqWakeIdent, unix.EVFILT_USER, 0)
+			ev[0].Fflags = unix.NOTE_TRIGGER
+			_, _ = unix.Kevent(fd, ev[:], nil, nil)
+		}
+	})
 	return exited
 }
 

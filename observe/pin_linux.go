@@ -68,23 +68,6 @@ func pinPidfd(pid int) (*Handle, error) {
 	return h, nil
 }
 
-func pinNone(pid int) (*Handle, error) {
-	if err := unix.Kill(pid, 0); errors.Is(err, unix.ESRCH) {
-		return nil, fmt.Errorf("pin pid %d: %w", pid, ErrGone)
-	}
-	h := newHandle(pid, PinNone)
-	st, err := readStat(pid)
-	switch {
-	case errors.Is(err, ErrGone):
-		return nil, fmt.Errorf("pin pid %d: %w", pid, ErrGone)
-	case err == nil && st.State.Exited():
-		return nil, fmt.Errorf("pin pid %d: %s: %w", pid, st.State, ErrGone)
-	case err == nil:
-		h.start = st.StartTime
-	}
-	return h, nil
-}
-
 // pidfsInode returns the inode of a pidfd when it lives on pidfs (Linux >=
 // 6.9), where it names one process for the life of the system.
 func pidfsInode(fd int) (uint64, bool) {

@@ -1,3 +1,5 @@
+//go:build linux || darwin
+
 package observe
 
 import (
@@ -44,8 +46,8 @@ func TestExitWatcherManyProcesses(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if w.Mode() != PinPidfd {
-		t.Fatalf("Mode() = %v, want pidfd", w.Mode())
+	if w.Mode() != nativePinMode() {
+		t.Fatalf("Mode() = %v, want %v", w.Mode(), nativePinMode())
 	}
 	var fired [n]atomic.Int32
 	var wg sync.WaitGroup

@@ -1,3 +1,5 @@
+//go:build linux || darwin
+
 package observe
 
 import (
@@ -18,7 +20,7 @@ func TestPinIdentityLive(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer h.Close()
-	if h.Mode() != PinPidfd || h.PID() != cmd.Process.Pid {
+	if h.Mode() != nativePinMode() || h.PID() != cmd.Process.Pid {
 		t.Fatalf("mode %v pid %d", h.Mode(), h.PID())
 	}
 	id, err := h.Identity()
@@ -41,6 +43,7 @@ func TestPinIdentityLive(t *testing.T) {
 }
 
 func TestPidfdInode(t *testing.T) {
+	skipUnlessLinux(t)
 	a, b := startSleep(t), startSleep(t)
 	ha1, err := Pin(a.Process.Pid)
 	if err != nil {
@@ -168,6 +171,7 @@ func TestHandleClose(t *testing.T) {
 // /proc/sys/kernel/ns_last_pid (root only; other processes on the machine
 // may take the pid first, so the test retries and skips if it never lands).
 func TestPidReuse(t *testing.T) {
+	skipUnlessLinux(t)
 	if os.Geteuid() != 0 {
 		t.Skip("needs root to write ns_last_pid")
 	}

@@ -1,3 +1,5 @@
+//go:build linux || darwin
+
 package observe
 
 import (
@@ -7,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -59,6 +62,7 @@ func startNonChild(t testing.TB) int {
 // otherUserBinary copies the test binary where user nobody can run it.
 func otherUserBinary(t *testing.T) string {
 	t.Helper()
+	skipUnlessLinux(t)
 	if os.Geteuid() != 0 {
 		t.Skip("needs root to run a helper as nobody")
 	}
@@ -107,4 +111,21 @@ func runAsNobody(t *testing.T, bin, mode string, arg int) helperResult {
 		t.Fatalf("helper output %q: %v", out, err)
 	}
 	return r
+}
+
+// skipUnlessLinux skips tests of Linux-only facts (procfs, pidfs, setsid(1),
+// uid 65534 as nobody).
+func skipUnlessLinux(t testing.TB) {
+	t.Helper()
+	if runtime.GOOS != "linux" {
+		t.Skipf("Linux only (GOOS %s)", runtime.GOOS)
+	}
+}
+
+// nativePinMode is what Pin gives on this system.
+func nativePinMode() PinMode {
+	if runtime.GOOS == "darwin" {
+		return PinKqueue
+	}
+	return PinPidfd
 }
