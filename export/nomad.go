@@ -268,7 +268,11 @@ func (f *fleet) nomadCheck(s *spec.Server, field, checkName string, p probe, pro
 		c.Type = "tcp"
 		c.PortLabel = portLabel(p.port)
 	case "exec":
-		c.Type, c.Command, c.Args = "script", p.command[0], p.command[1:]
+		exe, err := f.resolveExecutable(s, field+".exec.command", p.command[0], "a Nomad script check")
+		if err != nil {
+			return nil, err
+		}
+		c.Type, c.Command, c.Args = "script", exe, p.command[1:]
 	}
 	if p.host != "" && !isLoopbackHost(p.host) {
 		f.warn(name, field+"."+p.kind+".host", "%q: Nomad checks the service's address; the host is dropped", p.host)
@@ -302,6 +306,7 @@ func (f *fleet) nomadRestart(s *spec.Server, g *nomad.TaskGroup) error {
 	case spec.RestartOnFailure:
 		f.warn(name, "spec.restartPolicy", "OnFailure: a Nomad service task is restarted after any exit, code 0 included (only batch jobs finish on success); mapped as Always")
 	case spec.RestartNever:
+		f.warn(name, "spec.restartPolicy", "Never: the task is neither restarted nor rescheduled; when it exits, even with code 0, Nomad marks its allocation failed")
 		attempts, mode = 0, "fail"
 		no := false
 		zero := 0
@@ -332,26 +337,34 @@ func (f *fleet) nomadInterpolation(s *spec.Server) {
 	}
 }
 
-// executable returns the absolute path of the server's command[0]: a
-// relative path with a slash is resolved against workingDir (as procfleet
-// runs it); a bare name is left for the engine's search path, with a
-// warning since that path is not the user's $PATH.
+// executable returns the absolute path of the server's command[0]; see
+// resolveExecutable.
 func (f *fleet) executable(s *spec.Server, engine string) (string, error) {
-	name := s.Metadata.Name
-	if len(s.Spec.Command) == 0 || s.Spec.Command[0] == "" {
-		return "", fmt.Errorf("export %s: spec.command: empty", name)
+	var exe string
+	if len(s.Spec.Command) > 0 {
+		exe = s.Spec.Command[0]
 	}
-	exe := s.Spec.Command[0]
+	return f.resolveExecutable(s, "spec.command", exe, engine)
+}
+
+// resolveExecutable makes exe, the program of the argv at field, absolute
+// the way procfleet runs it: a relative path with a slash against
+// workingDir; a bare name is left for the engine's search path, with a
+// warning since that path is not the user's $PATH.
+func (f *fleet) resolveExecutable(s *spec.Server, field, exe, engine string) (string, error) {
+	name := s.Metadata.Name
 	switch {
+	case exe == "":
+		return "", fmt.Errorf("export %s: %s: empty", name, field)
 	case filepath.IsAbs(exe):
 		return exe, nil
 	case strings.Contains(exe, "/"):
 		if s.Spec.WorkingDir == "" || !filepath.IsAbs(s.Spec.WorkingDir) {
-			return "", fmt.Errorf("export %s: spec.command[0]: %q is relative and spec.workingDir is not an absolute path; %s needs an absolute executable path", name, exe, engine)
+			return "", fmt.Errorf("export %s: %s[0]: %q is relative and spec.workingDir is not an absolute path; %s needs an absolute executable path", name, field, exe, engine)
 		}
 		return filepath.Join(s.Spec.WorkingDir, exe), nil
 	default:
-		f.warn(name, "spec.command[0]", "%q is looked up in %s's search path, not in your $PATH; write an absolute path to be sure of the binary", exe, engine)
+		f.warn(name, field+"[0]", "%q is looked up in %s's search path, not in your $PATH; write an absolute path to be sure of the binary", exe, engine)
 		return exe, nil
 	}
 }

@@ -606,3 +606,21 @@ func expandK8s(in string) string {
 	}
 	return b.String()
 }
+
+// FuzzSystemdExecArg: whatever the argument, SystemdExecArg either refuses
+// it or escapes it so that systemd reads it back unchanged (per the model in
+// unescapeExecWord).
+func FuzzSystemdExecArg(f *testing.F) {
+	for _, s := range []string{"", "a b", `"'\;`, "%%$$", "${x}", "\n", "é", `\\"`} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		got, err := SystemdExecArg(s)
+		if err != nil {
+			return
+		}
+		if back := unescapeExecWord(t, got); back != s {
+			t.Fatalf("SystemdExecArg(%q) = %s reads back as %q", s, got, back)
+		}
+	})
+}
