@@ -108,6 +108,9 @@ func runExport(cmd *cobra.Command, opts *globalOptions, fl exportFlags) error {
 		return err
 	}
 	stderr := cmd.ErrOrStderr()
+	if target != export.Kubernetes && (len(fl.images) > 0 || cmd.Flags().Changed("wait-image")) {
+		fmt.Fprintf(stderr, "warning: --image and --wait-image apply to --to %s only; ignored\n", export.Kubernetes)
+	}
 	for _, w := range res.Warnings {
 		fmt.Fprintf(stderr, "warning: %s\n", w)
 	}

@@ -100,6 +100,12 @@ func TestExportCommand(t *testing.T) {
 			},
 			stderr: []string{"warning: api: spec.dependsOn: Nomad starts the groups"},
 		},
+		{
+			name:   "image flag for another target",
+			args:   []string{"export", "--to", "systemd", "-f", file, "--image", "x:1"},
+			stdout: []string{"# ==> my-shop.target <==\n"},
+			stderr: []string{"warning: --image and --wait-image apply to --to kubernetes only; ignored"},
+		},
 		{name: "unknown target", args: []string{"export", "--to", "swarm", "-f", file}, code: 1, stderr: []string{`unknown export target "swarm"`}},
 		{name: "no target", args: []string{"export", "-f", file}, code: 1, stderr: []string{`"to" not set`}},
 		{name: "two default images", args: []string{"export", "--to", "kubernetes", "-f", file, "--image", "a:1", "--image", "b:1"}, code: 1, stderr: []string{"already a:1"}},
