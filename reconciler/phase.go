@@ -54,17 +54,18 @@ func (p *Phase) UnmarshalText(b []byte) error {
 }
 
 // transitions lists, for each phase, the phases it may move to. Staying in the
-// same phase is always allowed. The table encodes two rules: a process is
-// only ever stopped from a phase that has one (Starting, Running), and
-// Running is reached only through a readiness wait (Starting) or adoption of
-// a process that is already there (Pending, Quarantined once verified).
+// same phase is always allowed. The table encodes three rules: Running is
+// reached only through a readiness wait (Starting) or by adopting a process
+// that is already there (Pending, Quarantined once verified); a Quarantined
+// server is never stopped; and a server that is Stopped, CrashLoopBackOff
+// or Failed goes through Pending or Starting before it runs again.
 var transitions = map[Phase][]Phase{
-	PhasePending:          {PhaseStarting, PhaseRunning, PhaseStopped, PhaseFailed, PhaseCrashLoopBackOff, PhaseQuarantined},
+	PhasePending:          {PhaseStarting, PhaseRunning, PhaseStopping, PhaseStopped, PhaseFailed, PhaseCrashLoopBackOff, PhaseQuarantined},
 	PhaseStarting:         {PhaseRunning, PhasePending, PhaseStopping, PhaseFailed, PhaseCrashLoopBackOff, PhaseQuarantined},
 	PhaseRunning:          {PhaseStopping, PhasePending, PhaseStopped, PhaseFailed, PhaseCrashLoopBackOff, PhaseQuarantined},
 	PhaseStopping:         {PhaseStopped, PhasePending, PhaseFailed, PhaseQuarantined},
 	PhaseStopped:          {PhasePending, PhaseStarting},
-	PhaseFailed:           {PhasePending, PhaseStarting, PhaseStopped, PhaseQuarantined},
+	PhaseFailed:           {PhasePending, PhaseStarting, PhaseStopping, PhaseStopped, PhaseQuarantined},
 	PhaseCrashLoopBackOff: {PhasePending, PhaseStarting, PhaseStopped, PhaseQuarantined},
 	PhaseQuarantined:      {PhasePending, PhaseStarting, PhaseRunning, PhaseStopped},
 }

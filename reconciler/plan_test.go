@@ -371,7 +371,8 @@ func TestPhaseTransitions(t *testing.T) {
 		{PhaseQuarantined, PhaseStopping, false},
 		{PhaseStopping, PhaseRunning, false},
 		{PhaseStarting, PhaseStopped, false},
-		{PhasePending, PhaseStopping, false},
+		{PhasePending, PhaseStopping, true}, // adopted at start with a changed spec: replaced
+		{PhaseCrashLoopBackOff, PhaseStopping, false},
 	}
 	for _, tt := range tests {
 		if got := tt.from.CanTransition(tt.to); got != tt.ok {

@@ -1,0 +1,112 @@
+package reconciler
+
+import (
+	"encoding/json"
+	"os"
+	"sync"
+	"time"
+)
+
+// Event types.
+const (
+	EventNormal  = "Normal"
+	EventWarning = "Warning"
+)
+
+// Event reasons the reconciler emits (actuate adds its own: Signal, Started,
+// Stopped, RecordRemoved, Quarantined, StartFailed).
+const (
+	ReasonStarting    = "Starting"
+	ReasonReady       = "Ready"
+	ReasonNotReady    = "NotReady"
+	ReasonFailed      = "Failed"
+	ReasonExited      = "Exited"
+	ReasonBackOff     = "BackOff"
+	ReasonReplacing   = "Replacing"
+	ReasonStopping    = "Stopping"
+	ReasonStopped     = "Stopped"
+	ReasonAdopted     = "Adopted"
+	ReasonQuarantined = "Quarantined"
+	ReasonUnhealthy   = "Unhealthy"
+	ReasonWaiting     = "Waiting"
+)
+
+// Event is one thing that happened to a server.
+type Event struct {
+	Time    time.Time `json:"time"`
+	Server  string    `json:"server"`
+	Type    string    `json:"type"`
+	Reason  string    `json:"reason"`
+	Message string    `json:"message"`
+	// Detail marks the actuator's low-level events (each signal with its
+	// evidence, records written and removed): kept and logged, but not a
+	// progress line of their own.
+	Detail bool `json:"detail,omitempty"`
+}
+
+// eventRingSize is how many events are kept in memory per server.
+const eventRingSize = 64
+
+// maxEventsFile is the size at which a server's events file is rotated
+// (to <file>.1).
+const maxEventsFile = 256 << 10
+
+// ring is a bounded list of the most recent events.
+type ring struct {
+	buf  []Event
+	next int
+	full bool
+}
+
+func (r *ring) add(e Event) {
+	if r.buf == nil {
+		r.buf = make([]Event, eventRingSize)
+	}
+	r.buf[r.next] = e
+	r.next = (r.next + 1) % len(r.buf)
+	if r.next == 0 {
+		r.full = true
+	}
+}
+
+func (r *ring) list() []Event {
+	if !r.full {
+		return append([]Event(nil), r.buf[:r.next]...)
+	}
+	out := make([]Event, 0, len(r.buf))
+	out = append(out, r.buf[r.next:]...)
+	return append(out, r.buf[:r.next]...)
+}
+
+// eventFiles appends events, one JSON object a line, to each server's events
+// file in the state folder.
+type eventFiles struct {
+	mu   sync.Mutex
+	path func(name string) string
+}
+
+func (f *eventFiles) append(e Event) error {
+	if f == nil || f.path == nil {
+		return nil
+	}
+	b, err := json.Marshal(e)
+	if err != nil {
+		return err
+	}
+	b = append(b, '\n')
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	path := f.path(e.Server)
+	if fi, err := os.Stat(path); err == nil && fi.Size() > maxEventsFile {
+		_ = os.Rename(path, path+".1")
+	}
+	fh, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+	if err != nil {
+		return err
+	}
+	_, err = fh.Write(b)
+	if cerr := fh.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}

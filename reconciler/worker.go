@@ -1,0 +1,599 @@
+package reconciler
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/go-logr/logr"
+
+	"github.com/procfleet/procfleet/actuate"
+	"github.com/procfleet/procfleet/observe"
+	"github.com/procfleet/procfleet/spec"
+)
+
+// observation is what one reconcile found out about its server, with the
+// resources the plan's application may need.
+type observation struct {
+	obs Observed
+	// rec is the server's record, when one was read (or tracked).
+	rec *actuate.Record
+	// handle pins an owned process found from its record and not yet
+	// tracked: Adopt keeps it, anything else closes it.
+	handle *observe.Handle
+}
+
+// reconcile is one level-triggered pass over one server: read its whole
+// state anew, plan, apply.
+func (r *Reconciler) reconcile(ctx context.Context, name string) (Result, error) {
+	log := logr.FromContextOrDiscard(ctx)
+	r.mu.Lock()
+	s := r.serverLocked(name)
+	desired := r.desired
+	held := r.held[name]
+	r.mu.Unlock()
+	d, declared := desired[name]
+	if declared && held {
+		d.Held = true
+		desired = withDesired(desired, name, d)
+	}
+
+	ob, err := r.observe(ctx, s, d, declared)
+	if err != nil {
+		return Result{}, err
+	}
+	observed := r.observedFor(name, ob.obs, desired, declared)
+	a := PlanServer(name, desired, observed)
+	log.V(1).Info("Planned", "action", a.Kind.String(), "reason", a.Reason, "phase", a.Phase.String())
+	return r.apply(ctx, s, d, a, ob)
+}
+
+func withDesired(m map[string]Desired, name string, d Desired) map[string]Desired {
+	out := make(map[string]Desired, len(m))
+	for k, v := range m {
+		out[k] = v
+	}
+	out[name] = d
+	return out
+}
+
+// observedFor builds the observed map Plan reads: this server, the
+// readiness of its dependencies, and (for a pruned server) the other pruned
+// servers still running.
+func (r *Reconciler) observedFor(name string, self Observed, desired map[string]Desired, declared bool) map[string]Observed {
+	m := map[string]Observed{name: self}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if declared {
+		if d := desired[name]; d.Server != nil {
+			for _, dep := range d.Server.Spec.DependsOn {
+				if s := r.servers[dep]; s != nil {
+					m[dep] = Observed{Ready: s.isReady && s.tracked != nil}
+				}
+			}
+		}
+		return m
+	}
+	for n, s := range r.servers {
+		if n == name || s.tracked == nil {
+			continue
+		}
+		if _, ok := desired[n]; ok {
+			continue
+		}
+		m[n] = Observed{Ownership: OwnOwned, Tracked: true, DependsOn: s.tracked.spec.DependsOn}
+	}
+	return m
+}
+
+// observe reads the state of one server: its tracked process (exited?), or
+// its record verified against the kernel, its port when a conflict kept it
+// from starting, and what the reconciler remembers (exit, backoff).
+func (r *Reconciler) observe(ctx context.Context, s *server, d Desired, declared bool) (observation, error) {
+	var ob observation
+	r.mu.Lock()
+	t, starting := s.tracked, s.starting
+	if starting {
+		ob.obs = Observed{Ownership: OwnOwned, Tracked: true, Starting: true, SpecHash: s.startHash}
+	}
+	r.mu.Unlock()
+
+	switch {
+	case starting:
+	case t != nil && t.handle.Exited():
+		r.handleExit(ctx, s, t)
+	case t != nil:
+		rec := t.rec
+		ob.rec = &rec
+		ob.obs = Observed{Ownership: OwnOwned, Tracked: true, SpecHash: rec.SpecHash, DependsOn: t.spec.DependsOn}
+	}
+
+	if !starting && ob.rec == nil {
+		if err := r.observeRecord(s, &ob); err != nil {
+			return ob, err
+		}
+	}
+
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	o := &ob.obs
+	o.Phase = s.phase
+	o.Ready = s.isReady
+	o.LivenessFailed = s.livenessFailed
+	if s.exitPending {
+		o.Exit, o.ExitHash = s.lastExit, s.exitHash
+		if rem := s.restartAt.Sub(r.clock.Now()); rem > 0 {
+			o.BackoffRemaining = rem
+		}
+	}
+	if s.portHolder != "" && o.Ownership == OwnNone {
+		port := 0
+		if d.Server != nil {
+			port = d.Server.Spec.Port
+		}
+		r.mu.Unlock()
+		holder := portHolderOf(port)
+		r.mu.Lock()
+		s.portHolder = holder
+		o.PortHolder = holder
+	}
+	return ob, nil
+}
+
+// observeRecord reads and verifies the server's record.
+func (r *Reconciler) observeRecord(s *server, ob *observation) error {
+	rec, err := r.records.ReadRecord(s.name)
+	if err != nil {
+		var ue *actuate.UntrustedRecordError
+		switch {
+		case isNotExist(err):
+			r.mu.Lock()
+			s.quarantine = nil
+			r.mu.Unlock()
+			return nil
+		case errors.As(err, &ue):
+			ob.obs = Observed{Ownership: OwnQuarantined, Reason: string(actuate.UntrustedRecord), Message: ue.Error()}
+			return nil
+		}
+		return fmt.Errorf("observe server %s: %w", s.name, err)
+	}
+	ob.rec = &rec
+	v := r.verify(rec)
+	switch v.Verdict {
+	case actuate.VerdictOwned:
+		ob.obs = Observed{Ownership: OwnOwned, SpecHash: rec.SpecHash}
+		ob.handle = v.Handle
+		r.mu.Lock()
+		q := s.quarantine
+		r.mu.Unlock()
+		if q != nil && q.PID == rec.PID {
+			// Found unkillable before: leave it alone.
+			ob.obs = Observed{Ownership: OwnQuarantined, Reason: string(q.Reason), Message: q.Message}
+			closeHandle(ob)
+		}
+	case actuate.VerdictStale:
+		ob.obs = Observed{Ownership: OwnStale, Reason: v.Message, SpecHash: rec.SpecHash}
+	case actuate.VerdictReused:
+		ob.obs = Observed{Ownership: OwnReused, Reason: v.Message, SpecHash: rec.SpecHash}
+	default:
+		ob.obs = Observed{Ownership: OwnQuarantined, Reason: string(v.Reason), Message: v.Message + "; " + actuate.ManualStopHint(rec)}
+	}
+	return nil
+}
+
+func closeHandle(ob *observation) {
+	if ob.handle != nil {
+		_ = ob.handle.Close()
+		ob.handle = nil
+	}
+}
+
+// portHolderOf describes who holds port now, "" when nobody does.
+func portHolderOf(port int) string {
+	if port <= 0 {
+		return ""
+	}
+	ls, err := observe.Listeners(port)
+	if err != nil || len(ls) == 0 {
+		return ""
+	}
+	var parts []string
+	for _, l := range ls {
+		if len(l.PIDs) > 0 {
+			parts = append(parts, fmt.Sprintf("pid %d (%s)", l.PIDs[0], strings.Join(l.Cmdline, " ")))
+		} else {
+			parts = append(parts, fmt.Sprintf("a process of uid %d", l.UID))
+		}
+	}
+	return strings.Join(parts, ", ")
+}
+
+// handleExit records that a tracked process exited: how (when it was our
+// child), its record removed, its readiness lost, the next restart's
+// backoff computed. It never signals anything.
+func (r *Reconciler) handleExit(ctx context.Context, s *server, t *tracked) {
+	r.exits.Unwatch(t.handle)
+	le := &LastExit{Code: -1, Reason: "exited (status unknown: not started by this procfleet)"}
+	if t.running != nil {
+		wctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		select {
+		case <-t.running.Done():
+		case <-wctx.Done():
+		}
+		cancel()
+		if st, ok := t.running.Exit(); ok {
+			le = &LastExit{Code: st.Code, Signal: st.Signal, Reason: st.String()}
+			if st.Signal == "SIGKILL" {
+				le.Reason += " (the out-of-memory killer may have ended it)"
+			}
+		}
+	}
+	_ = t.handle.Close()
+	if err := r.records.RemoveRecord(s.name); err != nil {
+		r.log.Error(err, "Cannot remove the record of an exited server", "server", s.name)
+	}
+	now := r.clock.Now()
+	le.At = now
+	r.mu.Lock()
+	if s.tracked == t {
+		s.tracked = nil
+	}
+	if s.probeCancel != nil {
+		s.probeCancel()
+		s.probeCancel = nil
+	}
+	s.livenessFailed = false
+	s.lastExit, s.exitPending, s.exitHash = le, true, t.rec.SpecHash
+	s.restartAt = now.Add(r.backoff.When(s.name))
+	r.setReadyLocked(s, false, ReasonExited, le.Reason)
+	r.setPhaseLocked(s, PhasePending, "exited: "+le.Reason)
+	r.mu.Unlock()
+	r.event(s.name, EventWarning, ReasonExited, fmt.Sprintf("pid %d %s", t.rec.PID, le.Reason), false)
+}
+
+// apply carries out one action, in numbered steps.
+func (r *Reconciler) apply(ctx context.Context, s *server, d Desired, a Action, ob observation) (Result, error) {
+	// 1. Drop a worthless record (stale, or its pid reused): signal nothing.
+	if a.RemoveRecord {
+		if err := r.records.RemoveRecord(s.name); err != nil {
+			closeHandle(&ob)
+			return Result{}, err
+		}
+		r.event(s.name, EventNormal, actuate.EventRecordRemoved, "record removed, nothing signalled: "+ob.obs.Reason, false)
+	}
+	// 2. A pin from verification is kept only by adoption.
+	if a.Kind != ActionAdopt {
+		closeHandle(&ob)
+	}
+	// 3. The action.
+	switch a.Kind {
+	case ActionNothing:
+		r.mu.Lock()
+		r.setPhaseLocked(s, a.Phase, a.Reason)
+		if a.Phase == PhaseQuarantined {
+			s.message = ob.obs.Message
+		}
+		_, declared := r.desired[s.name]
+		if !declared && a.Phase == PhaseStopped && s.tracked == nil && !s.starting {
+			delete(r.servers, s.name) // gone from files and from the world
+			r.kickStatus()
+		}
+		r.mu.Unlock()
+		return Result{}, nil
+	case ActionWait:
+		r.mu.Lock()
+		was := s.phase
+		r.setPhaseLocked(s, a.Phase, a.Reason)
+		r.mu.Unlock()
+		if a.Phase == PhaseCrashLoopBackOff && was != PhaseCrashLoopBackOff {
+			r.event(s.name, EventWarning, ReasonBackOff, a.Reason, false)
+		}
+		return Result{RequeueAfter: a.RequeueAfter}, nil
+	case ActionQuarantine:
+		r.mu.Lock()
+		r.setPhaseLocked(s, PhaseQuarantined, a.Reason)
+		s.message = ob.obs.Message
+		r.mu.Unlock()
+		r.event(s.name, EventWarning, ReasonQuarantined, a.Reason+" (nothing signalled)", false)
+		return Result{}, nil
+	case ActionAdopt:
+		r.adopt(ctx, s, d, *ob.rec, ob.handle)
+		return Result{}, nil
+	case ActionStart:
+		return r.start(ctx, s, d, a)
+	case ActionStop:
+		return r.stop(ctx, s, d, a, ob.rec)
+	case ActionReplace:
+		r.event(s.name, EventNormal, ReasonReplacing, "replacing: "+a.Reason, false)
+		res, err := r.stop(ctx, s, d, a, ob.rec)
+		if err == nil {
+			r.mu.Lock()
+			if a.Fresh {
+				r.backoff.Forget(s.name)
+				s.exitPending = false
+			} else {
+				// A liveness restart counts as a crash: restart count and
+				// backoff go on.
+				now := r.clock.Now()
+				s.lastExit = &LastExit{Code: -1, Signal: "SIGTERM", Reason: "stopped: " + a.Reason, At: now}
+				s.exitPending, s.exitHash = true, d.Hash
+				s.restartAt = now.Add(r.backoff.When(s.name))
+			}
+			r.mu.Unlock()
+			r.queue.Add(s.name) // runs again right after this pass
+		}
+		return res, err
+	}
+	return Result{}, fmt.Errorf("reconcile %s: unknown action %s", s.name, a.Kind)
+}
+
+// adopt takes an owned process found from its record into the reconciler's
+// care: its exit is watched, its probes run; it is never started again.
+func (r *Reconciler) adopt(ctx context.Context, s *server, d Desired, rec actuate.Record, h *observe.Handle) {
+	t := &tracked{rec: rec, handle: h, spec: d.Server.Spec, startedAt: rec.StartedAt}
+	r.mu.Lock()
+	s.tracked = t
+	s.exitPending = false
+	r.setPhaseLocked(s, PhaseRunning, "adopted")
+	r.mu.Unlock()
+	r.exits.Watch(h, func() { r.queue.Add(s.name) })
+	r.event(s.name, EventNormal, ReasonAdopted, fmt.Sprintf("adopted pid %d (%s)", rec.PID, rec.StartedAt.Format(time.RFC3339)), false)
+	// One readiness check now (off the worker); declared probes go on.
+	ready := readinessCheck(d.Server)
+	r.starts.Go(func() {
+		ok, msg := true, ""
+		if ready != nil {
+			res := ready(ctx)
+			ok, msg = res.OK, res.Message
+		}
+		r.mu.Lock()
+		if s.tracked == t {
+			r.setReadyLocked(s, ok, "", msg)
+		}
+		r.mu.Unlock()
+		r.queue.Add(s.name)
+		if ok {
+			r.enqueueDependents(s.name)
+		}
+	})
+	r.startProbes(ctx, s, d.Server, t)
+}
+
+// startRequest turns a declared server into what actuate needs.
+func startRequest(srv *spec.Server, hash string) actuate.StartRequest {
+	req := actuate.StartRequest{
+		Name: srv.Metadata.Name, Argv: srv.Spec.Argv(), Dir: srv.Spec.WorkingDir,
+		Env: envList(srv.Spec.Env), Port: srv.Spec.Port, SpecHash: hash,
+		StartupTimeout: srv.Spec.StartupTimeout(), Grace: srv.Spec.TerminationGracePeriod(),
+		KillTimeout: srv.Spec.KillTimeout(), ReadyPeriod: startupReadyPeriod,
+	}
+	if p := srv.Spec.ReadinessProbe; p != nil {
+		req.Ready = probeFunc(p, srv)
+		req.ReadyPeriod = min(p.Period(), 100*time.Millisecond)
+	} else {
+		req.Ready = readinessCheck(srv)
+	}
+	return req
+}
+
+func envList(env []spec.EnvVar) []string {
+	out := make([]string, 0, len(env))
+	for _, e := range env {
+		out = append(out, e.Name+"="+e.Value)
+	}
+	return out
+}
+
+// start spawns the server and awaits its readiness off the worker.
+func (r *Reconciler) start(ctx context.Context, s *server, d Desired, a Action) (Result, error) {
+	if r.cfg.OneShot && !a.Fresh {
+		r.mu.Lock()
+		reason := "exited"
+		if s.lastExit != nil {
+			reason = s.lastExit.Reason
+		}
+		r.setPhaseLocked(s, PhaseFailed, reason)
+		r.mu.Unlock()
+		return Result{}, nil
+	}
+	r.mu.Lock()
+	if a.Fresh {
+		r.backoff.Forget(s.name)
+	} else {
+		s.restarts++
+	}
+	s.exitPending = false
+	s.portHolder = ""
+	s.livenessFailed = false
+	if s.phase == PhaseRunning || s.phase == PhaseStopping {
+		r.setPhaseLocked(s, PhasePending, a.Reason)
+	}
+	r.setPhaseLocked(s, PhaseStarting, a.Reason)
+	r.mu.Unlock()
+	r.event(s.name, EventNormal, ReasonStarting, "starting", false)
+
+	req := startRequest(d.Server, d.Hash)
+	began := r.clock.Now()
+	running, err := r.act.Spawn(ctx, req)
+	if err != nil {
+		return r.startFailed(s, d, err)
+	}
+	wctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	r.mu.Lock()
+	s.starting, s.startHash, s.startBegan = true, d.Hash, began
+	s.startCancel, s.startDone = cancel, done
+	r.mu.Unlock()
+	r.starts.Go(func() {
+		defer close(done)
+		defer cancel()
+		r.awaitReady(wctx, s, d, req, running)
+	})
+	return Result{}, nil
+}
+
+// startFailed records a start that failed: a port conflict quarantines,
+// anything else counts as an exit (restart with backoff, or Failed).
+func (r *Reconciler) startFailed(s *server, d Desired, err error) (Result, error) {
+	var se *actuate.StartError
+	if !errors.As(err, &se) {
+		r.setPhase(s, PhasePending, err.Error())
+		return Result{}, fmt.Errorf("start server %s: %w", s.name, err)
+	}
+	if se.Reason == actuate.ReasonPortConflict {
+		holder := strings.TrimPrefix(se.Message, fmt.Sprintf("port %d is held by ", d.Server.Spec.Port))
+		r.mu.Lock()
+		s.portHolder = holder
+		r.setPhaseLocked(s, PhasePending, se.Message)
+		r.setPhaseLocked(s, PhaseQuarantined, se.Message)
+		s.message = string(actuate.PortConflict)
+		r.mu.Unlock()
+		r.event(s.name, EventWarning, ReasonQuarantined, "PortConflict: "+se.Message+" (nothing signalled)", false)
+		return Result{}, nil
+	}
+	now := r.clock.Now()
+	le := &LastExit{Code: se.ExitCode, Signal: se.Signal, Reason: se.Message, At: now}
+	r.mu.Lock()
+	s.lastExit, s.exitPending, s.exitHash = le, true, d.Hash
+	s.restartAt = now.Add(r.backoff.When(s.name))
+	s.message = strings.Join(se.LogTail, "\n")
+	r.setReadyLocked(s, false, ReasonFailed, se.Message)
+	r.setPhaseLocked(s, PhasePending, "failed: "+se.Message)
+	if r.cfg.OneShot {
+		r.setPhaseLocked(s, PhaseFailed, se.Message)
+	}
+	r.mu.Unlock()
+	msg := "failed: " + se.Message
+	if len(se.LogTail) > 0 {
+		msg += "; last log line: " + se.LogTail[len(se.LogTail)-1]
+	}
+	r.event(s.name, EventWarning, ReasonFailed, msg, false)
+	r.queue.Add(s.name)
+	return Result{}, nil
+}
+
+// awaitReady runs on its own goroutine for each start.
+func (r *Reconciler) awaitReady(ctx context.Context, s *server, d Desired, req actuate.StartRequest, running *actuate.Running) {
+	err := r.act.WaitReady(ctx, req, running)
+	r.mu.Lock()
+	s.starting = false
+	s.startCancel = nil
+	if err != nil {
+		r.mu.Unlock()
+		if ctx.Err() != nil {
+			// Abandoned (shutdown or replacement): the process keeps
+			// running with its record and is adopted or stopped by the
+			// next pass.
+			r.queue.Add(s.name)
+			return
+		}
+		_, _ = r.startFailed(s, d, err)
+		return
+	}
+	t := &tracked{rec: running.Record, handle: running.Handle, running: running, spec: d.Server.Spec, startedAt: running.Record.StartedAt}
+	s.tracked = t
+	r.setReadyLocked(s, true, "", "")
+	r.setPhaseLocked(s, PhaseRunning, "ready")
+	took := r.clock.Since(s.startBegan)
+	r.mu.Unlock()
+	r.exits.Watch(running.Handle, func() { r.queue.Add(s.name) })
+	r.event(s.name, EventNormal, ReasonReady, fmt.Sprintf("ready in %.2fs (pid %d)", took.Seconds(), running.Record.PID), false)
+	r.startProbes(ctx, s, d.Server, t)
+	r.queue.Add(s.name)
+	r.enqueueDependents(s.name)
+}
+
+// stop stops the server's process (abandoning a start in progress first).
+func (r *Reconciler) stop(ctx context.Context, s *server, d Desired, a Action, rec *actuate.Record) (Result, error) {
+	r.mu.Lock()
+	cancel, done := s.startCancel, s.startDone
+	r.mu.Unlock()
+	if cancel != nil {
+		cancel()
+		<-done
+		if rr, err := r.records.ReadRecord(s.name); err == nil {
+			rec = &rr
+		} else if !isNotExist(err) {
+			return Result{}, err
+		}
+	}
+	r.mu.Lock()
+	t := s.tracked
+	if s.probeCancel != nil {
+		s.probeCancel()
+		s.probeCancel = nil
+	}
+	if t != nil {
+		rr := t.rec
+		rec = &rr
+	}
+	r.setPhaseLocked(s, PhaseStopping, a.Reason)
+	r.mu.Unlock()
+	if t != nil {
+		r.exits.Unwatch(t.handle)
+	}
+	var sp spec.ServerSpec
+	switch {
+	case t != nil:
+		sp = t.spec
+	case d.Server != nil:
+		sp = d.Server.Spec
+	}
+	if a.Kind == ActionStop {
+		r.event(s.name, EventNormal, ReasonStopping, "stopping: "+a.Reason, false)
+	}
+	var err error
+	if rec != nil {
+		opts := actuate.StopOptions{Grace: sp.TerminationGracePeriod(), KillTimeout: sp.KillTimeout(), Port: rec.Port}
+		err = r.act.Stop(ctx, *rec, opts)
+	}
+	if t != nil {
+		_ = t.handle.Close()
+	}
+	var q *actuate.QuarantineError
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	switch {
+	case err == nil:
+		if s.tracked == t {
+			s.tracked = nil
+		}
+		r.setReadyLocked(s, false, ReasonStopped, a.Reason)
+		if a.Kind == ActionReplace {
+			r.setPhaseLocked(s, PhasePending, a.Reason)
+		} else {
+			r.setPhaseLocked(s, PhaseStopped, a.Reason)
+			s.exitPending = false
+		}
+		deps := sp.DependsOn
+		r.mu.Unlock()
+		if a.Kind == ActionStop {
+			r.event(s.name, EventNormal, ReasonStopped, "stopped", false)
+			r.queue.Add(s.name) // forgotten next pass if no longer declared
+		}
+		for _, dep := range deps {
+			r.queue.Add(dep) // a pruned dependency may wait for us
+		}
+		r.mu.Lock()
+		return Result{}, nil
+	case errors.As(err, &q):
+		if s.tracked == t {
+			s.tracked = nil
+		}
+		s.quarantine = q
+		r.setPhaseLocked(s, PhaseQuarantined, string(q.Reason))
+		s.message = q.Error()
+		r.mu.Unlock()
+		r.event(s.name, EventWarning, ReasonQuarantined, q.Error(), false)
+		r.mu.Lock()
+		return Result{}, nil
+	default:
+		if s.tracked == t {
+			s.tracked = nil
+		}
+		r.setPhaseLocked(s, PhaseFailed, err.Error())
+		return Result{}, fmt.Errorf("stop server %s: %w", s.name, err)
+	}
+}
