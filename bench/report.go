@@ -258,7 +258,7 @@ func RenderTable(w io.Writer, rows []*Row, notes []string) error {
 			case ok:
 				b.WriteString(" " + formatValue(v, row.Unit) + " |")
 			case row.Errors[c] != "":
-				msg := columnTitle[c] + ": " + oneLine(row.Errors[c])
+				msg := columnTitle[c] + ": " + clip(oneLine(row.Errors[c]))
 				i, ok := errIndex[msg]
 				if !ok {
 					errs = append(errs, msg)
@@ -293,7 +293,7 @@ func RenderTable(w io.Writer, rows []*Row, notes []string) error {
 	if len(notes) > 0 {
 		b.WriteString("\n")
 		for _, n := range notes {
-			b.WriteString("- " + n + "\n")
+			b.WriteString("- " + clip(n) + "\n")
 		}
 	}
 	_, err := io.WriteString(w, b.String())
@@ -306,12 +306,16 @@ func RenderTable(w io.Writer, rows []*Row, notes []string) error {
 var ansiEscape = regexp.MustCompile(`\x1b\[[0-9;]*[a-zA-Z]`)
 
 // oneLine makes an error fit a table note: no terminal colours, no line
-// breaks, bounded length.
+// breaks.
 func oneLine(s string) string {
 	s = ansiEscape.ReplaceAllString(s, "")
-	s = strings.Join(strings.Fields(s), " ")
-	if len(s) > 400 {
-		s = s[:400] + "…"
+	return strings.Join(strings.Fields(s), " ")
+}
+
+// clip bounds a note's length in the table (the JSON keeps it whole).
+func clip(s string) string {
+	if len(s) > 600 {
+		return s[:600] + "…"
 	}
 	return s
 }
