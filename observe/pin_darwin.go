@@ -129,3 +129,9 @@ func (h *Handle) Signal(sig syscall.Signal) error {
 	}
 	return nil
 }
+
+// SignalGroup is not supported on macOS (no pidfd): the error wraps
+// ErrNotSupported; use killpg while the pinned leader is alive.
+func (h *Handle) SignalGroup(sig syscall.Signal) error {
+	return fmt.Errorf("signal %v to the group of pid %d: %w", sig, h.pid, ErrNotSupported)
+}

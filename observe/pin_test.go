@@ -5,6 +5,7 @@ package observe
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"strconv"
@@ -287,5 +288,40 @@ func TestPinNoneFallback(t *testing.T) {
 	}
 	if err := h.Signal(syscall.SIGTERM); !errors.Is(err, ErrGone) {
 		t.Errorf("Signal after exit = %v, want ErrGone", err)
+	}
+}
+
+func TestSignalGroup(t *testing.T) {
+	// sh leads its own group; its sleep child is in it.
+	cmd := exec.Command("sh", "-c", "sleep 1000 & echo $!; wait")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	startCmd(t, cmd)
+	var child int
+	if _, err := fmt.Fscan(out, &child); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = syscall.Kill(child, syscall.SIGKILL) })
+	leader := mustPin(t, cmd.Process.Pid)
+	member := mustPin(t, child)
+	err = leader.SignalGroup(syscall.SIGKILL)
+	if errors.Is(err, ErrNotSupported) {
+		t.Skipf("no PIDFD_SIGNAL_PROCESS_GROUP here: %v", err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := testCtx(t, 10*time.Second)
+	if err := member.Wait(ctx); err != nil {
+		t.Errorf("group member did not exit: %v", err)
+	}
+	if err := leader.Wait(ctx); err != nil {
+		t.Errorf("leader did not exit: %v", err)
+	}
+	if err := leader.SignalGroup(syscall.SIGKILL); !errors.Is(err, ErrGone) {
+		t.Errorf("SignalGroup after exit = %v, want ErrGone", err)
 	}
 }

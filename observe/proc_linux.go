@@ -35,7 +35,7 @@ func BootID() (string, error) { return bootID() }
 // thread id) the error stays a plain error, never ErrGone.
 func readProcFile(pid int, name string) ([]byte, error) {
 	path := "/proc/" + strconv.Itoa(pid) + "/" + name
-	b, err := os.ReadFile(path)
+	b, err := readSmall(path, make([]byte, 0, 2048))
 	if err == nil {
 		return b, nil
 	}

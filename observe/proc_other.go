@@ -51,3 +51,6 @@ func (h *Handle) sysExited() bool                   { return false }
 func (h *Handle) sysWaitExit() error                { return errOS }
 func (h *Handle) sysClose() error                   { return nil }
 func newExitBackend() (exitBackend, PinMode, error) { return nil, PinNone, errOS }
+
+// SignalGroup is not supported on this GOOS.
+func (h *Handle) SignalGroup(syscall.Signal) error { return errOS }
