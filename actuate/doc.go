@@ -63,9 +63,10 @@
 // goroutine parked on a pidfd (no blanket wait4(-1) reaper that would steal
 // other exec.Cmd statuses), which keeps its exit status.
 //
-// WaitReady checks readiness every ReadyPeriod (default: the port accepts
-// TCP, every 100 ms; with no port, running is ready) while watching the
-// exit. An exit first gives *StartError "exited with code N" or "killed by
+// WaitReady checks readiness while watching the exit: a declared check every
+// ReadyPeriod; by default the port accepting TCP, checked after 5 ms, then
+// at doubling intervals up to ReadyPeriod (default 100 ms); with no port,
+// running is ready. An exit first gives *StartError "exited with code N" or "killed by
 // signal 9 (SIGKILL)" (with an out-of-memory hint) and the last 20 lines the
 // run wrote to its log; a startup timeout runs the full stop sequence, then
 // gives "not ready after Ns". Either way the process, whatever it left in
@@ -90,9 +91,10 @@
 // the process state) if anything still lives. A process that has already
 // exited is never signalled. Every signal sent is an event naming the
 // evidence that allowed it and the path used. Finally it removes the record
-// and waits up to 5 s until nothing accepts TCP on the port; otherwise it
-// fails naming who holds the port and whether that listener answers the
-// readiness probe.
+// and waits up to 5 s until nothing accepts TCP on the port (no loopback
+// connect succeeds and the kernel's socket tables list no listener on it);
+// otherwise it fails naming who holds the port and whether that listener
+// answers the readiness probe.
 //
 // # Grandchildren that leave the group
 //

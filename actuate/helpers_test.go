@@ -257,3 +257,14 @@ func withReadyFile(t *testing.T, req StartRequest) StartRequest {
 	}
 	return req
 }
+
+// stopIfStarted cleans up after a start that was expected to fail but did
+// not, so that no process outlives the test.
+func stopIfStarted(t *testing.T, r *Running) {
+	t.Helper()
+	if r == nil {
+		return
+	}
+	killPinned(t, r.Record.PID)
+	_ = r.Handle.Close()
+}

@@ -116,7 +116,8 @@ func TestStartPortConflict(t *testing.T) {
 	port := testserver.FreePort(t)
 	stranger, strangerSignals := startStranger(t, "-port", itoa(port))
 
-	_, err := a.Start(ctx, serverReq("api", port, "-port", itoa(port)))
+	r, err := a.Start(ctx, serverReq("api", port, "-port", itoa(port)))
+	stopIfStarted(t, r)
 	var se *StartError
 	if !errors.As(err, &se) || se.Reason != ReasonPortConflict {
 		t.Fatalf("Start error = %v, want *StartError PortConflict", err)
@@ -175,7 +176,8 @@ func TestStartExitBeforeReady(t *testing.T) {
 			before := countFDs(t)
 			// The server never listens: it ends before the port is ready.
 			args := append([]string{"-port", itoa(port), "-listen-delay", "1h", "-print", "about to fail"}, tt.args...)
-			_, err := a.Start(ctx, serverReq("api", port, args...))
+			r, err := a.Start(ctx, serverReq("api", port, args...))
+			stopIfStarted(t, r)
 			var se *StartError
 			if !errors.As(err, &se) || se.Reason != ReasonFailed {
 				t.Fatalf("Start error = %v, want *StartError Failed", err)
@@ -277,7 +279,8 @@ func TestSpawnRecordWriteFailure(t *testing.T) {
 		t.Fatal(err)
 	}
 	before := countFDs(t)
-	_, err := a.Spawn(ctx, serverReq("api", 0, "-print", "record-write-failure"))
+	r, err := a.Spawn(ctx, serverReq("api", 0, "-print", "record-write-failure"))
+	stopIfStarted(t, r)
 	var se *StartError
 	if !errors.As(err, &se) || !strings.Contains(se.Message, "write record") {
 		t.Fatalf("Spawn error = %v, want *StartError write record", err)
