@@ -1,0 +1,56 @@
+// Package soak holds procfleet's chaos soak: a go test behind the "soak"
+// build tag (Linux only) that builds the real procfleet binary and the test
+// server, runs `procfleet up` on a fleet of 30 servers in a temporary folder,
+// injects faults at random from a printed seed, checks invariants
+// continuously, and reports them as figures.
+//
+// Run it for two minutes (what CI runs, through soak/run.sh):
+//
+//	go test -tags soak -run TestSoak -timeout 10m ./soak -soak.duration=2m -v
+//
+// Flags: -soak.duration (the whole run; faults are injected for all of it
+// but the last 30 s), -soak.seed (0: from the clock; the seed is printed and
+// a failing run is replayed with it), -soak.servers (fleet size, default 30),
+// -soak.converge (bound on convergence once faults stop), -soak.keep (keep
+// the temporary folder for inspection).
+//
+// Faults, chosen at random with fixed weights:
+//   - kill: SIGKILL one server's process;
+//   - stopcont: SIGSTOP one server, SIGCONT it 0.2-2 s later;
+//   - portgrab: remove a server's file, let a stranger bind its freed port,
+//     declare the server again; the stranger holds the port 1-8 s (or to the
+//     end, when the faults stop first: the server's expected state is then
+//     Quarantined / PortConflict);
+//   - badfile: write a server's file half-way, or with a YAML syntax error,
+//     an unknown field or a bad port, then restore it 0.3-2 s later;
+//   - addremove: remove a declared server's file, or declare one (again);
+//   - killup: SIGKILL `procfleet up` itself and start it again;
+//   - corrupt: corrupt a running server's record (garbage, truncated, mode
+//     0666, or owned by uid 65534 when run as root);
+//   - stranger: start a stranger process with a server's exact command line.
+//
+// Invariants:
+//   - never two live instances of one server (a /proc scan every 20 ms; the
+//     strangers the soak started itself are told apart by pid);
+//   - no stranger ever signalled (a stranger records every catchable signal
+//     to a file; its exit and its stopped state are watched);
+//   - a server's process survives a broken fleet file, a SIGSTOP and a
+//     restart of `up` (adopted, same pid);
+//   - a removed server is stopped, its port freed and its record removed;
+//   - once faults stop, every declared server converges (Ready, or its
+//     expected quarantine) within -soak.converge;
+//   - a Ready server has exactly one process, its record names that pid, its
+//     log exists and its port accepts;
+//   - after `procfleet down` no process of the fleet remains and every port
+//     is free, except the processes whose records were moved aside as
+//     untrusted (rule 7: procfleet cannot prove them its own), which the
+//     soak kills itself and counts;
+//   - every corrupted record still in place when `up` read it was moved
+//     aside (*.corrupt-*), never deleted;
+//   - environment values (a secret in every server's env) never appear in
+//     procfleet's own output or events.
+//
+// Every process the soak starts (up, strangers) and every process of its
+// fleet (matched by the exact command line, which names the soak's private
+// temporary folder) is killed by pid when the test ends, even on failure.
+package soak

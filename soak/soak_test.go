@@ -1,0 +1,1515 @@
+//go:build soak && linux
+
+package soak
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"math/rand"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/procfleet/procfleet/internal/testserver"
+)
+
+var (
+	flagDuration = flag.Duration("soak.duration", 2*time.Minute, "whole soak run; faults stop 30 s before its end")
+	flagSeed     = flag.Int64("soak.seed", 0, "random seed (0: from the clock); printed so that a run can be replayed")
+	flagServers  = flag.Int("soak.servers", 30, "servers declared at the start")
+	flagConverge = flag.Duration("soak.converge", 75*time.Second, "bound on convergence once faults stop (the 30 s resync, restart back-off and a margin)")
+	flagKeep     = flag.Bool("soak.keep", false, "keep the temporary folder (fleet, state, logs, stamps)")
+	flagReport   = flag.String("soak.report", "", "also write the figures as JSON to this file")
+)
+
+const (
+	// maxKills bounds SIGKILLs per server so that restart back-off (1 s x
+	// 2^(n-2)) stays a few seconds and convergence stays bounded.
+	maxKills = 4
+	// faultQuiet is the time left at the end of -soak.duration for
+	// convergence and down.
+	faultQuiet = 30 * time.Second
+	// stopBound bounds a removed server's stop (grace 5 s + kill 5 s + port
+	// release 5 s, and a margin).
+	stopBound = 30 * time.Second
+	// recoverBound bounds a recovery measured during the faults: the 30 s
+	// resync (a port released by a stranger is only seen then) and a margin.
+	recoverBound = 45 * time.Second
+)
+
+// server is one server of the soak's fleet, declared or not.
+type server struct {
+	name     string
+	port     int
+	argv     []string
+	file     string
+	content  []byte
+	declared bool
+	busy     bool
+	kills    int
+	// grabber is the stranger holding this server's port, nil when none.
+	grabber *stranger
+	// tainted holds the pids whose record the soak corrupted, with the
+	// corruption's kind.
+	tainted map[int]string
+}
+
+// stranger is a process the soak started that procfleet must never signal.
+type stranger struct {
+	kind     string // "argv" (a server's exact command line) or "port"
+	server   string
+	pid      int
+	start    uint64
+	sigFile  string
+	cmd      *exec.Cmd
+	done     chan struct{}
+	expected atomic.Bool
+	stopped  atomic.Bool // seen in state T
+}
+
+// upProc is one run of `procfleet up`.
+type upProc struct {
+	cmd  *exec.Cmd
+	done chan struct{}
+	log  string
+}
+
+type harness struct {
+	t      *testing.T
+	seed   int64
+	start  time.Time
+	rngMu  sync.Mutex
+	rng    *rand.Rand
+	root   string
+	fleet  string
+	state  string
+	run    string
+	bin    string // procfleet
+	server string // testserver
+	self   string // this test binary (strangers)
+	secret string
+	want   map[string]string // argv key -> server name; immutable after setup
+
+	exclusive sync.RWMutex // killup holds it; faults that need `up` running hold it shared
+	faultWG   sync.WaitGroup
+
+	mu         sync.Mutex
+	servers    map[string]*server
+	names      []string
+	strangers  map[int]*stranger
+	violations []string
+	seenDup    map[string]bool
+	faults     map[string]int
+	counts     map[string]int
+	recover    map[string][]time.Duration
+	up         *upProc
+	upRuns     int
+}
+
+func TestSoak(t *testing.T) {
+	seed := *flagSeed
+	if seed == 0 {
+		seed = time.Now().UnixNano()
+	}
+	t.Logf("soak seed %d (replay with -soak.seed=%d), duration %s, %d servers", seed, seed, *flagDuration, *flagServers)
+	h := newHarness(t, seed)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+
+	h.build()
+	h.writeFleet()
+	h.startUp()
+	coldStart := time.Now()
+	if !h.waitConverged(ctx, 90*time.Second, nil) {
+		h.fatalf("the fleet did not converge at the start within 90 s")
+	}
+	h.setCount("coldStartMs", int(time.Since(coldStart).Milliseconds()))
+
+	scanCtx, stopScan := context.WithCancel(ctx)
+	scanDone := make(chan struct{})
+	go func() { defer close(scanDone); h.scanLoop(scanCtx) }()
+
+	faultFor := *flagDuration - faultQuiet - time.Since(h.start)
+	if faultFor < 20*time.Second {
+		faultFor = 20 * time.Second
+	}
+	h.logf("injecting faults for %s", faultFor.Round(time.Second))
+	chaosCtx, stopChaos := context.WithTimeout(ctx, faultFor)
+	h.chaos(chaosCtx)
+	stopChaos()
+	h.faultWG.Wait()
+	h.logf("faults stopped; waiting for convergence (bound %s)", *flagConverge)
+
+	conv := map[string]time.Duration{}
+	t0 := time.Now()
+	if !h.waitConverged(ctx, *flagConverge, conv) {
+		h.violation("convergence: not converged within %s after the faults stopped", *flagConverge)
+	}
+	h.setCount("convergeAllMs", int(time.Since(t0).Milliseconds()))
+	stopScan()
+	<-scanDone
+
+	h.checkConverged(ctx)
+	h.checkSecret()
+	h.downAndCheck(ctx)
+	h.report(conv)
+}
+
+func newHarness(t *testing.T, seed int64) *harness {
+	root, err := os.MkdirTemp("", "procfleet-soak-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := &harness{
+		t:         t,
+		seed:      seed,
+		start:     time.Now(),
+		rng:       rand.New(rand.NewSource(seed)),
+		root:      root,
+		fleet:     filepath.Join(root, "fleet"),
+		state:     filepath.Join(root, "state"),
+		run:       filepath.Join(root, "run"),
+		self:      self,
+		secret:    fmt.Sprintf("soak-secret-%d", seed),
+		want:      map[string]string{},
+		servers:   map[string]*server{},
+		strangers: map[int]*stranger{},
+		seenDup:   map[string]bool{},
+		faults:    map[string]int{},
+		counts:    map[string]int{},
+		recover:   map[string][]time.Duration{},
+	}
+	for _, d := range []string{h.fleet, h.run} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Cleanup(h.cleanup)
+	return h
+}
+
+func (h *harness) logf(format string, args ...any) {
+	h.t.Helper()
+	h.t.Logf("[%7.2fs] %s", time.Since(h.start).Seconds(), fmt.Sprintf(format, args...))
+}
+
+func (h *harness) fatalf(format string, args ...any) {
+	h.t.Helper()
+	h.dumpUpLog()
+	h.t.Fatalf(format, args...)
+}
+
+// violation records a broken invariant; the test fails at its end with all
+// of them.
+func (h *harness) violation(format string, args ...any) {
+	msg := fmt.Sprintf(format, args...)
+	h.mu.Lock()
+	h.violations = append(h.violations, fmt.Sprintf("[%.2fs] %s", time.Since(h.start).Seconds(), msg))
+	h.mu.Unlock()
+	h.t.Logf("[%7.2fs] VIOLATION: %s", time.Since(h.start).Seconds(), msg)
+}
+
+func (h *harness) count(key string, n int) {
+	h.mu.Lock()
+	h.counts[key] += n
+	h.mu.Unlock()
+}
+
+func (h *harness) setCount(key string, n int) {
+	h.mu.Lock()
+	h.counts[key] = n
+	h.mu.Unlock()
+}
+
+func (h *harness) recovered(kind string, d time.Duration) {
+	h.mu.Lock()
+	h.recover[kind] = append(h.recover[kind], d)
+	h.mu.Unlock()
+}
+
+func (h *harness) intn(n int) int {
+	h.rngMu.Lock()
+	defer h.rngMu.Unlock()
+	return h.rng.Intn(n)
+}
+
+func (h *harness) between(lo, hi time.Duration) time.Duration {
+	return lo + time.Duration(h.intn(int(hi-lo)/int(time.Millisecond)+1))*time.Millisecond
+}
+
+// pause waits d, or less when ctx ends; it paces the faults, it waits for
+// nothing.
+func pause(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// ---- setup -----------------------------------------------------------------
+
+func (h *harness) build() {
+	h.server = testserver.Build(h.t)
+	h.bin = filepath.Join(h.root, "procfleet")
+	_, file, _, _ := runtime.Caller(0)
+	repo := filepath.Dir(filepath.Dir(file))
+	cmd := exec.Command("go", "build", "-o", h.bin, "./cmd/procfleet")
+	cmd.Dir = repo
+	if out, err := cmd.CombinedOutput(); err != nil {
+		h.t.Fatalf("build procfleet: %v\n%s", err, out)
+	}
+	out, err := exec.Command(h.bin, "up", "--help").CombinedOutput()
+	if err != nil {
+		h.t.Fatalf("procfleet has no up command yet: %v\n%s", err, out)
+	}
+}
+
+// pickPorts chooses n distinct free ports below the kernel's ephemeral range,
+// so that other programs' outgoing connections do not take them.
+func (h *harness) pickPorts(n int) []int {
+	lo, hi := 20000, 32000
+	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
+		if f := strings.Fields(string(b)); len(f) == 2 {
+			if l, err := strconv.Atoi(f[0]); err == nil && l > 12000 {
+				hi = l
+				lo = l - 12000
+			}
+		}
+	}
+	seen := map[int]bool{}
+	var ports []int
+	for len(ports) < n {
+		p := lo + h.intn(hi-lo)
+		if seen[p] {
+			continue
+		}
+		seen[p] = true
+		l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(p)))
+		if err != nil {
+			continue
+		}
+		_ = l.Close()
+		ports = append(ports, p)
+	}
+	return ports
+}
+
+// writeFleet makes the servers (the declared ones and 10 spares that
+// "addremove" may declare) and writes the declared ones' files.
+func (h *harness) writeFleet() {
+	n := *flagServers
+	total := n + 10
+	ports := h.pickPorts(total)
+	for i := 0; i < total; i++ {
+		name := fmt.Sprintf("s%02d", i)
+		port := ports[i]
+		argv := []string{h.server, "-port", strconv.Itoa(port),
+			"-stamp", filepath.Join(h.run, name+".stamp"),
+			"-signals", filepath.Join(h.run, name+".signals")}
+		s := &server{name: name, port: port, argv: argv, tainted: map[int]string{},
+			file: filepath.Join(h.fleet, name+".yaml")}
+		s.content = h.fleetFile(s)
+		h.servers[name] = s
+		h.names = append(h.names, name)
+		h.want[argvKey(argv)] = name
+		if i < n {
+			s.declared = true
+			if err := os.WriteFile(s.file, s.content, 0o600); err != nil {
+				h.t.Fatal(err)
+			}
+		}
+	}
+}
+
+func (h *harness) fleetFile(s *server) []byte {
+	quoted := make([]string, len(s.argv))
+	for i, a := range s.argv {
+		quoted[i] = strconv.Quote(a)
+	}
+	return []byte(fmt.Sprintf(`# procfleet soak server %s
+apiVersion: procfleet.dev/v1alpha1
+kind: Server
+metadata:
+  name: %s
+spec:
+  command: [%s]
+  port: %d
+  env:
+    - name: SOAK_SECRET
+      value: %q
+  startupTimeoutSeconds: 20
+  terminationGracePeriodSeconds: 5
+  killTimeoutSeconds: 5
+`, s.name, s.name, strings.Join(quoted, ", "), s.port, h.secret))
+}
+
+func (h *harness) startUp() {
+	h.mu.Lock()
+	h.upRuns++
+	n := h.upRuns
+	h.mu.Unlock()
+	logPath := filepath.Join(h.run, fmt.Sprintf("up-%d.log", n))
+	f, err := os.OpenFile(logPath, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	defer f.Close()
+	cmd := exec.Command(h.bin, "up", "-f", h.fleet, "--state-dir", h.state)
+	cmd.Stdout, cmd.Stderr = f, f
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		h.t.Fatalf("start procfleet up: %v", err)
+	}
+	u := &upProc{cmd: cmd, done: make(chan struct{}), log: logPath}
+	go func() { _ = cmd.Wait(); close(u.done) }()
+	h.mu.Lock()
+	h.up = u
+	h.mu.Unlock()
+}
+
+func (h *harness) dumpUpLog() {
+	h.mu.Lock()
+	u := h.up
+	h.mu.Unlock()
+	if u == nil {
+		return
+	}
+	b, _ := os.ReadFile(u.log)
+	if len(b) > 8000 {
+		b = b[len(b)-8000:]
+	}
+	h.t.Logf("tail of %s:\n%s", u.log, b)
+}
+
+// ---- observation -------------------------------------------------------------
+
+type statusJSON struct {
+	Servers []struct {
+		Name     string `json:"name"`
+		Phase    string `json:"phase"`
+		Ready    bool   `json:"ready"`
+		PID      int    `json:"pid"`
+		Port     int    `json:"port"`
+		Restarts int    `json:"restarts"`
+		Reason   string `json:"reason"`
+		Message  string `json:"message"`
+	} `json:"servers"`
+	Errors []struct {
+		File    string `json:"file"`
+		Line    int    `json:"line"`
+		Field   string `json:"field"`
+		Message string `json:"message"`
+	} `json:"errors"`
+}
+
+type serverStatus = struct {
+	Name     string `json:"name"`
+	Phase    string `json:"phase"`
+	Ready    bool   `json:"ready"`
+	PID      int    `json:"pid"`
+	Port     int    `json:"port"`
+	Restarts int    `json:"restarts"`
+	Reason   string `json:"reason"`
+	Message  string `json:"message"`
+}
+
+func (st statusJSON) get(name string) (serverStatus, bool) {
+	for _, s := range st.Servers {
+		if s.Name == name {
+			return s, true
+		}
+	}
+	return serverStatus{}, false
+}
+
+// procfleet runs the procfleet binary with a bound and returns its stdout,
+// stderr and exit code (-1 when it could not run or timed out).
+func (h *harness) procfleet(ctx context.Context, timeout time.Duration, args ...string) (string, string, int) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, h.bin, args...)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	code := 0
+	if err != nil {
+		var ee *exec.ExitError
+		if errors.As(err, &ee) && ctx.Err() == nil {
+			code = ee.ExitCode()
+		} else {
+			code = -1
+		}
+	}
+	return out.String(), errb.String(), code
+}
+
+func (h *harness) status(ctx context.Context) (statusJSON, error) {
+	out, errOut, code := h.procfleet(ctx, 15*time.Second, "status", "-o", "json", "-f", h.fleet, "--state-dir", h.state)
+	var st statusJSON
+	if err := json.Unmarshal([]byte(out), &st); err != nil {
+		return st, fmt.Errorf("status -o json (exit %d): %w: %s %s", code, err, out, errOut)
+	}
+	return st, nil
+}
+
+// liveInstances returns the server's live processes that are not the soak's
+// strangers. Call with h.mu held.
+func (h *harness) liveInstancesLocked(ps []proc) []proc {
+	var live []proc
+	for _, p := range ps {
+		if !p.live() {
+			continue
+		}
+		if st, ok := h.strangers[p.pid]; ok && st.start == p.start {
+			continue
+		}
+		live = append(live, p)
+	}
+	return live
+}
+
+// instances scans /proc for the server's live processes.
+func (h *harness) instances(s *server) []proc {
+	procs := scanProcs(map[string]string{argvKey(s.argv): s.name})
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.liveInstancesLocked(procs[s.name])
+}
+
+// instance returns the server's one live process.
+func (h *harness) instance(s *server) (proc, bool) {
+	live := h.instances(s)
+	if len(live) != 1 {
+		return proc{}, false
+	}
+	return live[0], true
+}
+
+func portAccepts(port int) bool {
+	c, err := net.DialTimeout("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), 300*time.Millisecond)
+	if err != nil {
+		return false
+	}
+	_ = c.Close()
+	return true
+}
+
+func (h *harness) recordPath(name string) string {
+	return filepath.Join(h.state, "servers", name+".json")
+}
+
+// waitFor polls cond every 10 ms until it holds (true), bound passes or ctx
+// ends (false), and returns the time it took.
+func waitFor(ctx context.Context, bound time.Duration, cond func() bool) (time.Duration, bool) {
+	t0 := time.Now()
+	deadline := t0.Add(bound)
+	for {
+		if cond() {
+			return time.Since(t0), true
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return time.Since(t0), false
+		}
+		pause(ctx, 10*time.Millisecond)
+	}
+}
+
+// scanLoop checks the continuous invariants every 20 ms: never two live
+// instances of a server; no stranger stopped.
+func (h *harness) scanLoop(ctx context.Context) {
+	for ctx.Err() == nil {
+		procs := scanProcs(h.want)
+		h.mu.Lock()
+		var dups [][]proc
+		var dupNames []string
+		for name, ps := range procs {
+			if live := h.liveInstancesLocked(ps); len(live) > 1 {
+				dups = append(dups, live)
+				dupNames = append(dupNames, name)
+			}
+		}
+		var stoppedStrangers []*stranger
+		for _, st := range h.strangers {
+			if st.expected.Load() || st.stopped.Load() {
+				continue
+			}
+			if p, ok := readProc(st.pid); ok && p.start == st.start && (p.state == 'T' || p.state == 't') {
+				st.stopped.Store(true)
+				stoppedStrangers = append(stoppedStrangers, st)
+			}
+		}
+		h.mu.Unlock()
+		for i, live := range dups {
+			h.confirmDuplicate(dupNames[i], live)
+		}
+		for _, st := range stoppedStrangers {
+			h.count("strangersSignalled", 1)
+			h.violation("stranger signalled: %s stranger pid %d (server %s) is stopped (state T)", st.kind, st.pid, st.server)
+		}
+		pause(ctx, 20*time.Millisecond)
+	}
+}
+
+// confirmDuplicate re-reads the processes of a duplicate seen in one scan:
+// all must still be alive with the same start time and command line.
+func (h *harness) confirmDuplicate(name string, live []proc) {
+	s := h.servers[name]
+	var still []string
+	var key []string
+	for _, p := range live {
+		q, ok := readProc(p.pid)
+		if !ok || !q.live() || q.start != p.start || cmdlineOf(p.pid) != argvKey(s.argv) {
+			continue
+		}
+		ppid := 0
+		if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p.pid)); err == nil {
+			if i := bytes.LastIndexByte(b, ')'); i > 0 {
+				if f := strings.Fields(string(b[i+2:])); len(f) > 1 {
+					ppid, _ = strconv.Atoi(f[1])
+				}
+			}
+		}
+		still = append(still, fmt.Sprintf("pid %d (start %d, ppid %d, state %c)", p.pid, p.start, ppid, q.state))
+		key = append(key, strconv.Itoa(p.pid))
+	}
+	if len(still) < 2 {
+		return
+	}
+	sort.Strings(key)
+	k := name + ":" + strings.Join(key, ",")
+	h.mu.Lock()
+	seen := h.seenDup[k]
+	h.seenDup[k] = true
+	h.mu.Unlock()
+	if seen {
+		return
+	}
+	h.count("duplicates", 1)
+	h.violation("duplicate: server %s has %d live instances: %s", name, len(still), strings.Join(still, "; "))
+}
+
+// ---- strangers ---------------------------------------------------------------
+
+// startStranger starts this test binary as a stranger with the given argv
+// (a server's exact command line, or a made-up one). listen > 0 makes it hold
+// that port; it returns nil when the port was taken.
+func (h *harness) startStranger(kind, serverName string, argv []string, listen int) (*stranger, error) {
+	h.mu.Lock()
+	n := len(h.strangers)
+	h.mu.Unlock()
+	st := &stranger{kind: kind, server: serverName, done: make(chan struct{}),
+		sigFile: filepath.Join(h.run, fmt.Sprintf("stranger-%d-%s-%s.signals", n, kind, serverName))}
+	cmd := exec.Command(h.self)
+	cmd.Args = argv
+	cmd.Env = append(os.Environ(), envStranger+"=1", envStrangerSignals+"="+st.sigFile)
+	if listen > 0 {
+		cmd.Env = append(cmd.Env, envStrangerListen+"="+strconv.Itoa(listen))
+	}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	// Registered under h.mu together with the start, so that a scan never
+	// sees a stranger with a server's command line before knowing it.
+	h.mu.Lock()
+	if err := cmd.Start(); err != nil {
+		h.mu.Unlock()
+		return nil, fmt.Errorf("start stranger: %w", err)
+	}
+	st.cmd, st.pid = cmd, cmd.Process.Pid
+	if p, ok := readProc(st.pid); ok {
+		st.start = p.start
+	}
+	h.strangers[st.pid] = st
+	h.mu.Unlock()
+
+	lines := make(chan string, 1)
+	go func() {
+		line, _ := bufio.NewReader(out).ReadString('\n')
+		lines <- strings.TrimSpace(line)
+		_, _ = io.Copy(io.Discard, out)
+	}()
+	go func() {
+		_ = cmd.Wait()
+		if !st.expected.Load() {
+			h.count("strangersSignalled", 1)
+			h.violation("stranger signalled: %s stranger pid %d (server %s) ended on its own: %v", st.kind, st.pid, st.server, cmd.ProcessState)
+		}
+		close(st.done)
+	}()
+	var line string
+	select {
+	case line = <-lines:
+	case <-time.After(15 * time.Second):
+		line = "timeout"
+	}
+	if line != "ready" {
+		h.stopStranger(st)
+		if line == "bind-failed" {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("stranger for %s: %q", serverName, line)
+	}
+	h.count("strangers-"+kind, 1)
+	return st, nil
+}
+
+// stopStranger kills a stranger (an expected end) and waits for it.
+func (h *harness) stopStranger(st *stranger) {
+	if st == nil || !st.expected.CompareAndSwap(false, true) {
+		return
+	}
+	_ = syscall.Kill(st.pid, syscall.SIGKILL)
+	select {
+	case <-st.done:
+	case <-time.After(10 * time.Second):
+		h.violation("stranger pid %d did not die after SIGKILL within 10 s", st.pid)
+	}
+}
+
+// ---- faults ------------------------------------------------------------------
+
+type fault struct {
+	kind   string
+	weight int
+	fn     func(ctx context.Context) bool
+}
+
+// chaos injects faults until ctx ends, then waits for none: in-flight faults
+// are awaited by the caller through faultWG.
+func (h *harness) chaos(ctx context.Context) {
+	faults := []fault{
+		{"kill", 5, h.faultKill},
+		{"stopcont", 3, h.faultStopCont},
+		{"portgrab", 2, h.faultPortGrab},
+		{"badfile", 3, h.faultBadFile},
+		{"addremove", 3, h.faultAddRemove},
+		{"killup", 1, h.faultKillUp},
+		{"corrupt", 1, h.faultCorrupt},
+		{"stranger", 2, h.faultStranger},
+	}
+	total := 0
+	for _, f := range faults {
+		total += f.weight
+	}
+	for pause(ctx, h.between(150*time.Millisecond, 700*time.Millisecond)) {
+		r := h.intn(total)
+		var f fault
+		for _, f = range faults {
+			if r < f.weight {
+				break
+			}
+			r -= f.weight
+		}
+		h.faultWG.Add(1)
+		go func(f fault) {
+			defer h.faultWG.Done()
+			if f.fn(ctx) {
+				h.mu.Lock()
+				h.faults[f.kind]++
+				h.mu.Unlock()
+			}
+		}(f)
+	}
+}
+
+// pick chooses a random server that is not busy and satisfies ok, and marks
+// it busy. The caller releases it.
+func (h *harness) pick(ok func(*server) bool) *server {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var cands []*server
+	for _, n := range h.names {
+		s := h.servers[n]
+		if !s.busy && ok(s) {
+			cands = append(cands, s)
+		}
+	}
+	if len(cands) == 0 {
+		return nil
+	}
+	s := cands[h.intn(len(cands))]
+	s.busy = true
+	return s
+}
+
+func (h *harness) release(s *server) {
+	h.mu.Lock()
+	s.busy = false
+	h.mu.Unlock()
+}
+
+// taintedAliveLocked reports whether a process whose record was corrupted
+// is still alive.
+func taintedAlive(s *server) bool {
+	for pid := range s.tainted {
+		if p, ok := readProc(pid); ok && p.live() {
+			return true
+		}
+	}
+	return false
+}
+
+func (h *harness) faultKill(ctx context.Context) bool {
+	h.exclusive.RLock()
+	defer h.exclusive.RUnlock()
+	s := h.pick(func(s *server) bool { return s.declared && s.grabber == nil && s.kills < maxKills })
+	if s == nil {
+		return false
+	}
+	defer h.release(s)
+	p, ok := h.instance(s)
+	if !ok {
+		return false
+	}
+	if err := syscall.Kill(p.pid, syscall.SIGKILL); err != nil {
+		return false
+	}
+	h.mu.Lock()
+	s.kills++
+	_, tainted := s.tainted[p.pid]
+	delete(s.tainted, p.pid)
+	h.mu.Unlock()
+	kind := "kill"
+	if tainted {
+		kind = "kill-untracked"
+	}
+	d, ok := waitFor(ctx, recoverBound, func() bool {
+		q, ok := h.instance(s)
+		return ok && q.pid != p.pid && portAccepts(s.port)
+	})
+	switch {
+	case ok:
+		h.recovered(kind, d)
+	case ctx.Err() == nil:
+		h.violation("kill: server %s (pid %d killed) not running again within %s", s.name, p.pid, recoverBound)
+	}
+	return true
+}
+
+func (h *harness) faultStopCont(ctx context.Context) bool {
+	s := h.pick(func(s *server) bool { return s.declared && s.grabber == nil })
+	if s == nil {
+		return false
+	}
+	defer h.release(s)
+	p, ok := h.instance(s)
+	if !ok {
+		return false
+	}
+	if err := syscall.Kill(p.pid, syscall.SIGSTOP); err != nil {
+		return false
+	}
+	time.Sleep(h.between(200*time.Millisecond, 2*time.Second)) // the fault's length, not a wait for anything
+	_ = syscall.Kill(p.pid, syscall.SIGCONT)
+	if q, ok := readProc(p.pid); !ok || !q.live() || q.start != p.start {
+		h.violation("stopcont: server %s pid %d ended while SIGSTOPped (nobody was meant to signal it)", s.name, p.pid)
+	}
+	return true
+}
+
+// removeAndWait deletes a server's file and waits for procfleet to stop it:
+// no live instance, port free, record removed.
+func (h *harness) removeAndWait(ctx context.Context, s *server, why string) bool {
+	if err := os.Remove(s.file); err != nil {
+		h.violation("%s: remove %s: %v", why, s.file, err)
+		return false
+	}
+	h.mu.Lock()
+	s.declared = false
+	h.mu.Unlock()
+	d, ok := waitFor(ctx, stopBound, func() bool {
+		if len(h.instances(s)) > 0 || portAccepts(s.port) {
+			return false
+		}
+		_, err := os.Stat(h.recordPath(s.name))
+		return errors.Is(err, os.ErrNotExist)
+	})
+	if !ok {
+		if ctx.Err() == nil {
+			_, recErr := os.Stat(h.recordPath(s.name))
+			h.violation("%s: removed server %s not stopped within %s (instances %v, port %d accepting %v, record: %v)",
+				why, s.name, stopBound, h.instances(s), s.port, portAccepts(s.port), recErr)
+		}
+		return false
+	}
+	h.recovered("remove-to-stopped", d)
+	return true
+}
+
+func (h *harness) declare(s *server) {
+	if err := os.WriteFile(s.file, s.content, 0o600); err != nil {
+		h.violation("write %s: %v", s.file, err)
+		return
+	}
+	h.mu.Lock()
+	s.declared = true
+	h.mu.Unlock()
+}
+
+func (h *harness) faultPortGrab(ctx context.Context) bool {
+	h.exclusive.RLock()
+	s := h.pick(func(s *server) bool { return s.declared && s.grabber == nil && !taintedAlive(s) })
+	if s == nil {
+		h.exclusive.RUnlock()
+		return false
+	}
+	defer h.release(s)
+	if !h.removeAndWait(ctx, s, "portgrab") {
+		h.declare(s)
+		h.exclusive.RUnlock()
+		return false
+	}
+	st, err := h.startStranger("port", s.name, []string{h.self, "soak-port-stranger", strconv.Itoa(s.port)}, s.port)
+	if err != nil || st == nil {
+		h.count("portgrabLostRace", 1)
+		h.declare(s)
+		h.exclusive.RUnlock()
+		return false
+	}
+	h.mu.Lock()
+	s.grabber = st
+	h.mu.Unlock()
+	h.declare(s)
+	h.exclusive.RUnlock()
+
+	if !pause(ctx, h.between(time.Second, 8*time.Second)) {
+		return true // the faults stopped: the stranger holds the port to the end
+	}
+	h.mu.Lock()
+	s.grabber = nil
+	h.mu.Unlock()
+	h.stopStranger(st)
+	d, ok := waitFor(ctx, recoverBound, func() bool {
+		_, ok := h.instance(s)
+		return ok && portAccepts(s.port)
+	})
+	switch {
+	case ok:
+		h.recovered("portgrab-released-to-running", d)
+	case ctx.Err() == nil:
+		h.violation("portgrab: server %s not running within %s after the stranger released port %d", s.name, recoverBound, s.port)
+	}
+	return true
+}
+
+// broken returns a broken version of a fleet file.
+func (h *harness) broken(s *server) (string, []byte) {
+	c := string(s.content)
+	switch h.intn(4) {
+	case 0:
+		// Half-way: cut inside the command's flow sequence.
+		i := strings.Index(c, "command: [") + len("command: [") + 2
+		j := strings.Index(c[i:], "]") + i
+		return "truncated", []byte(c[:i+h.intn(j-i)])
+	case 1:
+		return "syntax", []byte(c + "  labels: {broken\n")
+	case 2:
+		return "unknownfield", []byte(strings.Replace(c, "\n  port:", "\n  prot:", 1))
+	default:
+		return "badport", []byte(strings.Replace(c, fmt.Sprintf("port: %d", s.port), "port: 70000", 1))
+	}
+}
+
+func (h *harness) faultBadFile(ctx context.Context) bool {
+	h.exclusive.RLock()
+	defer h.exclusive.RUnlock()
+	s := h.pick(func(s *server) bool { return s.declared && s.grabber == nil })
+	if s == nil {
+		return false
+	}
+	defer h.release(s)
+	before, had := h.instance(s)
+	variant, b := h.broken(s)
+	// Written in place (O_TRUNC, then one write), as a careless editor or
+	// an interrupted copy does.
+	if err := os.WriteFile(s.file, b, 0o600); err != nil {
+		h.violation("badfile: %v", err)
+		return false
+	}
+	h.count("badfile-"+variant, 1)
+	time.Sleep(h.between(300*time.Millisecond, 1500*time.Millisecond)) // the fault's length
+	if st, err := h.status(ctx); err == nil {
+		if len(st.Errors) > 0 {
+			h.count("badfileShownInStatus", 1)
+		} else {
+			h.count("badfileNotShownInStatus", 1)
+		}
+	}
+	if err := os.WriteFile(s.file, s.content, 0o600); err != nil {
+		h.violation("badfile: restore: %v", err)
+		return true
+	}
+	// The server must have lived through the broken file: same pid, now
+	// and after the watcher's debounce has surely passed.
+	if had {
+		time.Sleep(300 * time.Millisecond) // an observation window: nothing may happen in it
+		if now, ok := h.instance(s); !ok || now.pid != before.pid {
+			h.violation("badfile (%s): server %s pid %d did not survive a broken fleet file (now %v)", variant, s.name, before.pid, h.instances(s))
+		}
+	}
+	return true
+}
+
+func (h *harness) faultAddRemove(ctx context.Context) bool {
+	h.exclusive.RLock()
+	defer h.exclusive.RUnlock()
+	h.mu.Lock()
+	declared := 0
+	for _, s := range h.servers {
+		if s.declared {
+			declared++
+		}
+	}
+	h.mu.Unlock()
+	n := *flagServers
+	remove := declared >= n+5 || (declared > n-5 && h.intn(2) == 0)
+	if remove {
+		s := h.pick(func(s *server) bool { return s.declared && s.grabber == nil && !taintedAlive(s) })
+		if s == nil {
+			return false
+		}
+		defer h.release(s)
+		h.count("removed", 1)
+		h.removeAndWait(ctx, s, "remove")
+		return true
+	}
+	s := h.pick(func(s *server) bool { return !s.declared && s.grabber == nil })
+	if s == nil {
+		return false
+	}
+	defer h.release(s)
+	h.count("added", 1)
+	h.declare(s)
+	d, ok := waitFor(ctx, recoverBound, func() bool {
+		_, ok := h.instance(s)
+		return ok && portAccepts(s.port)
+	})
+	switch {
+	case ok:
+		h.recovered("add-to-running", d)
+	case ctx.Err() == nil:
+		h.violation("add: server %s not running within %s after its file was written", s.name, recoverBound)
+	}
+	return true
+}
+
+func (h *harness) faultKillUp(ctx context.Context) bool {
+	h.exclusive.Lock()
+	defer h.exclusive.Unlock()
+	if ctx.Err() != nil {
+		return false
+	}
+	procs := scanProcs(h.want)
+	h.mu.Lock()
+	snap := map[string]proc{}
+	for name, ps := range procs {
+		if s := h.servers[name]; s.declared {
+			if live := h.liveInstancesLocked(ps); len(live) == 1 {
+				snap[name] = live[0]
+			}
+		}
+	}
+	u := h.up
+	h.mu.Unlock()
+	if err := syscall.Kill(u.cmd.Process.Pid, syscall.SIGKILL); err != nil {
+		h.violation("killup: %v", err)
+		return false
+	}
+	select {
+	case <-u.done:
+	case <-time.After(10 * time.Second):
+		h.violation("killup: up pid %d still alive 10 s after SIGKILL", u.cmd.Process.Pid)
+	}
+	time.Sleep(h.between(0, 1500*time.Millisecond)) // how long up stays down
+	h.startUp()
+	// Wait until the new up reports the servers again, then every process
+	// seen before must be the same process: adopted, never started again.
+	_, settled := waitFor(context.Background(), 20*time.Second, func() bool {
+		st, err := h.status(context.Background())
+		if err != nil {
+			return false
+		}
+		for name, p := range snap {
+			e, ok := st.get(name)
+			if !ok {
+				return false
+			}
+			if e.Phase == "Quarantined" {
+				continue
+			}
+			if !e.Ready || e.PID != p.pid {
+				return false
+			}
+		}
+		return true
+	})
+	if !settled {
+		h.count("killupNotSettled20s", 1)
+	}
+	for name, p := range snap {
+		q, ok := readProc(p.pid)
+		if !ok || !q.live() || q.start != p.start {
+			h.mu.Lock()
+			stopped := h.servers[name].busy
+			h.mu.Unlock()
+			h.violation("killup: server %s pid %d did not survive the restart of up (busy with another fault: %v)", name, p.pid, stopped)
+		}
+	}
+	return true
+}
+
+func (h *harness) faultCorrupt(ctx context.Context) bool {
+	s := h.pick(func(s *server) bool { return s.declared && s.grabber == nil })
+	if s == nil {
+		return false
+	}
+	defer h.release(s)
+	p, ok := h.instance(s)
+	if !ok {
+		return false
+	}
+	path := h.recordPath(s.name)
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return false
+	}
+	var rec struct {
+		PID int `json:"pid"`
+	}
+	if json.Unmarshal(b, &rec) != nil || rec.PID != p.pid {
+		return false
+	}
+	kinds := []string{"garbage", "truncated", "mode0666"}
+	if os.Geteuid() == 0 {
+		kinds = append(kinds, "uid65534")
+	}
+	kind := kinds[h.intn(len(kinds))]
+	h.mu.Lock()
+	s.tainted[p.pid] = kind
+	h.mu.Unlock()
+	switch kind {
+	case "garbage":
+		err = os.WriteFile(path, []byte("\x00\xffnot a record{{{"), 0o600)
+	case "truncated":
+		err = os.WriteFile(path, b[:len(b)/2], 0o600)
+	case "mode0666":
+		err = os.Chmod(path, 0o666)
+	case "uid65534":
+		err = os.Chown(path, 65534, 65534)
+	}
+	if err != nil {
+		return false
+	}
+	h.count("corrupt-"+kind, 1)
+	return true
+}
+
+func (h *harness) faultStranger(ctx context.Context) bool {
+	h.mu.Lock()
+	var cands []*server
+	for _, n := range h.names {
+		if s := h.servers[n]; s.declared {
+			cands = append(cands, s)
+		}
+	}
+	h.mu.Unlock()
+	if len(cands) == 0 {
+		return false
+	}
+	s := cands[h.intn(len(cands))]
+	st, err := h.startStranger("argv", s.name, s.argv, 0)
+	if err != nil || st == nil {
+		h.violation("stranger: %v", err)
+		return false
+	}
+	if pause(ctx, h.between(2*time.Second, 10*time.Second)) {
+		h.stopStranger(st)
+	}
+	return true
+}
+
+// ---- convergence and the end -------------------------------------------------
+
+// expected reports whether a server's status entry is what the soak expects
+// of it now, and why not.
+func (h *harness) expected(s *server, st statusJSON) (bool, string) {
+	e, ok := st.get(s.name)
+	h.mu.Lock()
+	declared, grabbed := s.declared, s.grabber != nil
+	h.mu.Unlock()
+	if !declared {
+		if len(h.instances(s)) > 0 {
+			return false, "undeclared but running"
+		}
+		if ok && e.Phase != "Stopped" {
+			return false, "undeclared, phase " + e.Phase
+		}
+		return true, ""
+	}
+	if !ok {
+		return false, "missing from status"
+	}
+	if grabbed {
+		return e.Phase == "Quarantined", fmt.Sprintf("port held by a stranger: want Quarantined, have %s %q", e.Phase, e.Reason)
+	}
+	if taintedAlive(s) && e.Phase == "Quarantined" {
+		return true, ""
+	}
+	if e.Phase != "Running" || !e.Ready {
+		return false, fmt.Sprintf("phase %s ready %v reason %q message %q", e.Phase, e.Ready, e.Reason, e.Message)
+	}
+	live := h.instances(s)
+	if len(live) != 1 || live[0].pid != e.PID {
+		return false, fmt.Sprintf("status pid %d, live instances %v", e.PID, live)
+	}
+	return true, ""
+}
+
+// waitConverged polls status until every server is as expected; conv (if
+// not nil) receives the time each server reached its expected state and
+// stayed in it.
+func (h *harness) waitConverged(ctx context.Context, bound time.Duration, conv map[string]time.Duration) bool {
+	t0 := time.Now()
+	deadline := t0.Add(bound)
+	var last statusJSON
+	var lastErr error
+	why := map[string]string{}
+	for {
+		st, err := h.status(ctx)
+		last, lastErr = st, err
+		if err == nil {
+			all := true
+			for _, n := range h.names {
+				s := h.servers[n]
+				ok, reason := h.expected(s, st)
+				if ok {
+					if conv != nil {
+						if _, seen := conv[n]; !seen {
+							conv[n] = time.Since(t0)
+						}
+					}
+					delete(why, n)
+					continue
+				}
+				all = false
+				why[n] = reason
+				if conv != nil {
+					delete(conv, n)
+				}
+			}
+			if all {
+				return true
+			}
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			break
+		}
+		pause(ctx, 250*time.Millisecond)
+	}
+	if lastErr != nil {
+		h.logf("last status error: %v", lastErr)
+	}
+	for n, r := range why {
+		h.violation("convergence: server %s: %s", n, r)
+	}
+	_ = last
+	return false
+}
+
+// checkConverged checks each Ready server's record and log, and that every
+// corrupted record that procfleet read was moved aside.
+func (h *harness) checkConverged(ctx context.Context) {
+	st, err := h.status(ctx)
+	if err != nil {
+		h.violation("status after convergence: %v", err)
+		return
+	}
+	for _, n := range h.names {
+		s := h.servers[n]
+		e, ok := st.get(n)
+		if s.declared && ok && e.Phase == "Running" {
+			b, err := os.ReadFile(h.recordPath(n))
+			var rec struct {
+				PID  int    `json:"pid"`
+				Name string `json:"name"`
+			}
+			if err != nil || json.Unmarshal(b, &rec) != nil || rec.PID != e.PID || rec.Name != n {
+				h.violation("record: Running server %s (pid %d) has no good record: %v %q", n, e.PID, err, b)
+			}
+			if _, err := os.Stat(filepath.Join(h.state, "logs", n+".log")); err != nil {
+				h.violation("log: Running server %s has no log: %v", n, err)
+			}
+		}
+		if len(s.tainted) > 0 {
+			moved, _ := filepath.Glob(h.recordPath(n) + ".corrupt-*")
+			h.count("corruptMovedAside", len(moved))
+			if ok && e.Phase == "Quarantined" && taintedAlive(s) && len(moved) == 0 {
+				if _, err := os.Stat(h.recordPath(n)); err != nil {
+					h.violation("record lost: server %s is Quarantined over a corrupted record, which is neither in place nor moved aside", n)
+				}
+			}
+		}
+	}
+}
+
+// checkSecret looks for the servers' environment value in everything
+// procfleet wrote itself (its output, events, status, records), never in
+// the servers' own logs.
+func (h *harness) checkSecret() {
+	var files []string
+	ups, _ := filepath.Glob(filepath.Join(h.run, "up-*.log"))
+	files = append(files, ups...)
+	_ = filepath.Walk(h.state, func(p string, info os.FileInfo, err error) error {
+		if err != nil || info.IsDir() {
+			return nil
+		}
+		if filepath.Base(filepath.Dir(p)) == "logs" && strings.HasSuffix(p, ".log") {
+			return nil
+		}
+		if info.Mode().IsRegular() {
+			files = append(files, p)
+		}
+		return nil
+	})
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err == nil && bytes.Contains(b, []byte(h.secret)) {
+			h.violation("secret: an environment value appears in %s", f)
+		}
+	}
+	h.count("filesCheckedForSecret", len(files))
+}
+
+// downAndCheck runs `procfleet down` (through the running up), stops up,
+// then checks that no process of the fleet remains and every port is free.
+func (h *harness) downAndCheck(ctx context.Context) {
+	quarantined := 0
+	if st, err := h.status(ctx); err == nil {
+		for _, e := range st.Servers {
+			if e.Phase == "Quarantined" {
+				quarantined++
+			}
+		}
+	}
+	out, errOut, code := h.procfleet(ctx, 2*time.Minute, "down", "--state-dir", h.state)
+	h.setCount("downExit", code)
+	if code != 0 {
+		h.logf("down exit %d (quarantined servers: %d):\n%s%s", code, quarantined, out, errOut)
+		if quarantined == 0 {
+			h.violation("down: exit %d with no quarantined server: %s%s", code, out, errOut)
+		}
+	}
+	h.mu.Lock()
+	u := h.up
+	h.mu.Unlock()
+	_ = syscall.Kill(u.cmd.Process.Pid, syscall.SIGTERM)
+	select {
+	case <-u.done:
+		if c := u.cmd.ProcessState.ExitCode(); c != 0 {
+			h.violation("up: exit %d after SIGTERM (want 0): %v", c, u.cmd.ProcessState)
+		}
+	case <-time.After(60 * time.Second):
+		h.violation("up: still running 60 s after SIGTERM")
+		_ = syscall.Kill(u.cmd.Process.Pid, syscall.SIGKILL)
+		<-u.done
+	}
+
+	// Processes of the fleet left: allowed only for a process whose record
+	// was corrupted and moved aside (procfleet cannot prove it its own).
+	procs := scanProcs(h.want)
+	h.mu.Lock()
+	left := map[string][]proc{}
+	for name, ps := range procs {
+		if live := h.liveInstancesLocked(ps); len(live) > 0 {
+			left[name] = live
+		}
+	}
+	h.mu.Unlock()
+	byRule, orphans := 0, 0
+	for name, live := range left {
+		s := h.servers[name]
+		moved, _ := filepath.Glob(h.recordPath(name) + ".corrupt-*")
+		for _, p := range live {
+			if _, tainted := s.tainted[p.pid]; tainted && len(moved) > 0 {
+				byRule++
+			} else {
+				orphans++
+				h.violation("orphan: server %s pid %d still alive after down (tainted %v, moved-aside records %d)", name, p.pid, s.tainted, len(moved))
+			}
+			_ = syscall.Kill(p.pid, syscall.SIGKILL)
+		}
+	}
+	h.setCount("orphans", orphans)
+	h.setCount("leftByRule", byRule)
+
+	// Strangers: none may have been signalled; then they go.
+	h.mu.Lock()
+	var strangers []*stranger
+	for _, st := range h.strangers {
+		strangers = append(strangers, st)
+	}
+	h.mu.Unlock()
+	for _, st := range strangers {
+		if b, err := os.ReadFile(st.sigFile); err == nil && len(b) > 0 {
+			h.count("strangersSignalled", 1)
+			h.violation("stranger signalled: %s stranger pid %d (server %s) received: %s", st.kind, st.pid, st.server, strings.TrimSpace(string(b)))
+		}
+		h.stopStranger(st)
+	}
+	// Every port free once the by-rule processes and strangers are gone.
+	for _, n := range h.names {
+		s := h.servers[n]
+		if _, err := waitFor(ctx, 5*time.Second, func() bool { return !portAccepts(s.port) }); !err {
+			h.violation("port: %d (server %s) still accepts after down", s.port, n)
+		}
+	}
+	// Records left: only of quarantined servers (kept by rule).
+	recs, _ := filepath.Glob(filepath.Join(h.state, "servers", "*.json"))
+	h.setCount("recordsLeftAfterDown", len(recs))
+	if len(recs) > quarantined {
+		h.violation("records: %d left after down with %d quarantined servers: %v", len(recs), quarantined, recs)
+	}
+}
+
+func percentile(ds []time.Duration, p float64) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	s := append([]time.Duration(nil), ds...)
+	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+	i := int(p*float64(len(s))+0.5) - 1
+	if i < 0 {
+		i = 0
+	}
+	if i >= len(s) {
+		i = len(s) - 1
+	}
+	return s[i]
+}
+
+func (h *harness) report(conv map[string]time.Duration) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var convs []time.Duration
+	for _, d := range conv {
+		convs = append(convs, d)
+	}
+	type dist struct {
+		N   int     `json:"n"`
+		P50 float64 `json:"p50Ms"`
+		P99 float64 `json:"p99Ms"`
+		Max float64 `json:"maxMs"`
+	}
+	mk := func(ds []time.Duration) dist {
+		return dist{N: len(ds), P50: ms(percentile(ds, .5)), P99: ms(percentile(ds, .99)), Max: ms(percentile(ds, 1))}
+	}
+	rep := struct {
+		Seed        int64           `json:"seed"`
+		Duration    string          `json:"duration"`
+		UpRuns      int             `json:"upRuns"`
+		Faults      map[string]int  `json:"faults"`
+		Counts      map[string]int  `json:"counts"`
+		Convergence dist            `json:"convergenceAfterFaults"`
+		Recovery    map[string]dist `json:"recoveryDuringFaults"`
+		Duplicates  int             `json:"duplicates"`
+		Strangers   int             `json:"strangersSignalled"`
+		Orphans     int             `json:"orphans"`
+		Violations  []string        `json:"violations"`
+	}{
+		Seed: h.seed, Duration: time.Since(h.start).Round(time.Second).String(), UpRuns: h.upRuns,
+		Faults: h.faults, Counts: h.counts, Convergence: mk(convs), Recovery: map[string]dist{},
+		Duplicates: h.counts["duplicates"], Strangers: h.counts["strangersSignalled"], Orphans: h.counts["orphans"],
+		Violations: h.violations,
+	}
+	for k, ds := range h.recover {
+		rep.Recovery[k] = mk(ds)
+	}
+	b, _ := json.MarshalIndent(rep, "", "  ")
+	h.t.Logf("soak report:\n%s", b)
+	_ = os.WriteFile(filepath.Join(h.run, "report.json"), b, 0o600)
+	if *flagReport != "" {
+		_ = os.WriteFile(*flagReport, b, 0o644)
+	}
+	total := 0
+	var kinds []string
+	for k, n := range h.faults {
+		total += n
+		kinds = append(kinds, fmt.Sprintf("%s=%d", k, n))
+	}
+	sort.Strings(kinds)
+	h.t.Logf("SOAK seed=%d faults=%d (%s) convergence p50=%.0fms p99=%.0fms duplicates=%d strangersSignalled=%d orphans=%d violations=%d",
+		h.seed, total, strings.Join(kinds, " "), rep.Convergence.P50, rep.Convergence.P99,
+		rep.Duplicates, rep.Strangers, rep.Orphans, len(h.violations))
+	if len(h.violations) > 0 {
+		h.t.Errorf("%d invariant violations (seed %d); folder %s kept", len(h.violations), h.seed, h.root)
+		*flagKeep = true
+	}
+}
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+// cleanup kills, by pid, every process the soak started and every process
+// of its fleet (their command lines name the soak's private folder).
+func (h *harness) cleanup() {
+	h.mu.Lock()
+	u := h.up
+	var strangers []*stranger
+	for _, st := range h.strangers {
+		strangers = append(strangers, st)
+	}
+	h.mu.Unlock()
+	if u != nil {
+		select {
+		case <-u.done:
+		default:
+			_ = syscall.Kill(u.cmd.Process.Pid, syscall.SIGKILL)
+			<-u.done
+		}
+	}
+	for _, st := range strangers {
+		st.expected.Store(true)
+		_ = syscall.Kill(st.pid, syscall.SIGKILL)
+		select {
+		case <-st.done:
+		case <-time.After(5 * time.Second):
+		}
+	}
+	for _, ps := range scanProcs(h.want) {
+		for _, p := range ps {
+			if p.live() {
+				_ = syscall.Kill(p.pid, syscall.SIGKILL)
+			}
+		}
+	}
+	if *flagKeep || h.t.Failed() {
+		h.t.Logf("soak folder kept: %s", h.root)
+		return
+	}
+	_ = os.RemoveAll(h.root)
+}
