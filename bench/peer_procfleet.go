@@ -26,7 +26,9 @@ func newProcfleetPeer(bin, dir string) *procfleetPeer {
 	return &procfleetPeer{
 		bin:   bin,
 		dir:   dir,
-		fleet: filepath.Join(dir, "procfleet.yaml"),
+		// The fleet file gets a folder of its own: up watches the folder,
+		// and the bench's logs and stamps must not look like edits.
+		fleet: filepath.Join(dir, "fleet", "procfleet.yaml"),
 		state: filepath.Join(dir, "state"),
 	}
 }
@@ -62,6 +64,9 @@ func (p *procfleetPeer) flags() []string {
 }
 
 func (p *procfleetPeer) Start(ctx context.Context, f Fleet) error {
+	if err := os.MkdirAll(filepath.Dir(p.fleet), 0o755); err != nil {
+		return fmt.Errorf("procfleet: %w", err)
+	}
 	if err := writeFileAtomic(p.fleet, procfleetYAML(f)); err != nil {
 		return fmt.Errorf("procfleet: %w", err)
 	}
