@@ -24,8 +24,8 @@ type procfleetPeer struct {
 
 func newProcfleetPeer(bin, dir string) *procfleetPeer {
 	return &procfleetPeer{
-		bin:   bin,
-		dir:   dir,
+		bin: bin,
+		dir: dir,
 		// The fleet file gets a folder of its own: up watches the folder,
 		// and the bench's logs and stamps must not look like edits.
 		fleet: filepath.Join(dir, "fleet", "procfleet.yaml"),
