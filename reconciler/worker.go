@@ -429,7 +429,7 @@ func (r *Reconciler) start(ctx context.Context, s *server, d Desired, a Action) 
 	r.starts.Go(func() {
 		defer close(done)
 		defer cancel()
-		r.awaitReady(wctx, s, d, req, running)
+		r.awaitReady(wctx, ctx, s, d, req, running)
 	})
 	return Result{}, nil
 }
@@ -474,8 +474,10 @@ func (r *Reconciler) startFailed(s *server, d Desired, err error) (Result, error
 	return Result{}, nil
 }
 
-// awaitReady runs on its own goroutine for each start.
-func (r *Reconciler) awaitReady(ctx context.Context, s *server, d Desired, req actuate.StartRequest, running *actuate.Running) {
+// awaitReady runs on its own goroutine for each start. ctx ends the wait
+// (replacement, shutdown); runCtx, the reconciler's, bounds the probes that
+// follow.
+func (r *Reconciler) awaitReady(ctx, runCtx context.Context, s *server, d Desired, req actuate.StartRequest, running *actuate.Running) {
 	err := r.act.WaitReady(ctx, req, running)
 	r.mu.Lock()
 	s.starting = false
@@ -500,7 +502,7 @@ func (r *Reconciler) awaitReady(ctx context.Context, s *server, d Desired, req a
 	r.mu.Unlock()
 	r.exits.Watch(running.Handle, func() { r.queue.Add(s.name) })
 	r.event(s.name, EventNormal, ReasonReady, fmt.Sprintf("ready in %.2fs (pid %d)", took.Seconds(), running.Record.PID), false)
-	r.startProbes(ctx, s, d.Server, t)
+	r.startProbes(runCtx, s, d.Server, t)
 	r.queue.Add(s.name)
 	r.enqueueDependents(s.name)
 }
