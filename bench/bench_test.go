@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"flag"
+	"fmt"
 	"math"
 	"net"
 	"os"
@@ -12,11 +13,47 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files")
+
+var (
+	workloadOnce sync.Once
+	workloadBin  string
+	workloadErr  error
+)
+
+// buildWorkload builds ./workload once per test binary.
+func buildWorkload(t *testing.T) string {
+	t.Helper()
+	workloadOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "bench-workload-")
+		if err != nil {
+			workloadErr = err
+			return
+		}
+		workloadBin = filepath.Join(dir, "workload")
+		out, err := exec.Command("go", "build", "-o", workloadBin, "./workload").CombinedOutput()
+		if err != nil {
+			workloadErr = fmt.Errorf("build workload: %w\n%s", err, out)
+		}
+	})
+	if workloadErr != nil {
+		t.Fatal(workloadErr)
+	}
+	return workloadBin
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if workloadBin != "" {
+		_ = os.RemoveAll(filepath.Dir(workloadBin))
+	}
+	os.Exit(code)
+}
 
 func TestPercentile(t *testing.T) {
 	tests := []struct {
@@ -306,11 +343,7 @@ func TestWorkloadFloor(t *testing.T) {
 		t.Skip("the bench reads procfs")
 	}
 	dir := t.TempDir()
-	bin := filepath.Join(dir, "workload")
-	build := exec.Command("go", "build", "-o", bin, "./workload")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("build workload: %v\n%s", err, out)
-	}
+	bin := buildWorkload(t)
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
