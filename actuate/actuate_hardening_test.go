@@ -388,7 +388,9 @@ func (s *syncBuffer) String() string {
 
 type sinkEvents struct{ buf *syncBuffer }
 
-func (e sinkEvents) Event(server, reason, message string) { e.buf.add(server + " " + reason + " " + message) }
+func (e sinkEvents) Event(server, reason, message string) {
+	e.buf.add(server + " " + reason + " " + message)
+}
 
 // Environment values are secrets as often as not: they never appear in
 // procfleet's logs (at any verbosity), events, records or errors, whether
