@@ -173,10 +173,36 @@ func Down(ctx context.Context, cfg DownConfig, names []string) error {
 		}
 		wg.Wait()
 	}
+	markStopped(cfg.StateDir.StatusPath(), done, clk)
 	if len(failed) > 0 {
 		return &DownError{Servers: failed}
 	}
 	return nil
+}
+
+// markStopped updates status.json, when there is one, for the servers
+// stopped, so that a status read without a running reconciler is true.
+func markStopped(path string, stopped map[string]bool, clk clock.PassiveClock) {
+	if len(stopped) == 0 {
+		return
+	}
+	st, err := ReadStatus(path)
+	if err != nil {
+		return
+	}
+	for i := range st.Servers {
+		s := &st.Servers[i]
+		if !stopped[s.Name] {
+			continue
+		}
+		s.Phase, s.Ready, s.PID, s.StartedAt, s.Reason, s.Message = PhaseStopped, false, 0, nil, "stopped by down", ""
+		for j := range s.Conditions {
+			if s.Conditions[j].Type == ConditionReady {
+				setCondition(&s.Conditions[j], ConditionFalse, ReasonStopped, "stopped by down", clk.Now())
+			}
+		}
+	}
+	_ = WriteStatus(path, st)
 }
 
 func contains(list []string, s string) bool {

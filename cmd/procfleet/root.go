@@ -41,6 +41,9 @@ Exit codes: 0 success, 1 failure, 2 (diff only) changes pending.`,
 		newSchemaCmd(),
 		newVersionCmd(),
 		newExportCmd(opts),
+		newUpCmd(opts),
+		newApplyCmd(opts),
+		newDownCmd(opts),
 	)
 	return cmd
 }

@@ -1,0 +1,84 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/procfleet/procfleet/reconciler"
+)
+
+// defaultApplyTimeout bounds apply when --timeout is not given.
+const defaultApplyTimeout = 5 * time.Minute
+
+func newApplyCmd(opts *globalOptions) *cobra.Command {
+	var wait bool
+	var timeout time.Duration
+	cmd := &cobra.Command{
+		Use:   "apply [-f PATH]... [--wait] [--timeout D]",
+		Short: "Converge once and exit; the servers stay running",
+		Long: `Apply reads the fleet files once and acts until every server is in its
+declared state: it adopts what its records prove it owns, starts what is
+missing (dependencies first, after they are Ready), replaces what changed and
+stops what was removed. It does not restart a server that fails: it reports it.
+The servers stay running when it exits.
+
+Exit status: 0 when every server is Running (with --wait, Ready); 1 when any
+is Failed or Quarantined, is not Ready with --wait, or --timeout passed,
+with each such server's reason.`,
+		Example: `  # CI: start the fleet and wait until every server is Ready
+  procfleet apply --wait --timeout 2m`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runApply(cmd.Context(), opts, cmd.OutOrStdout(), cmd.ErrOrStderr(), wait, timeout)
+		},
+	}
+	opts.addFileFlags(cmd)
+	cmd.Flags().BoolVar(&wait, "wait", false, "exit 0 only when every server is Ready")
+	cmd.Flags().DurationVar(&timeout, "timeout", defaultApplyTimeout, "give up after `D` (like 90s or 2m)")
+	return cmd
+}
+
+func runApply(ctx context.Context, opts *globalOptions, stdout, stderr io.Writer, wait bool, timeout time.Duration) error {
+	if timeout <= 0 {
+		return fmt.Errorf("apply: --timeout must be positive, got %s", timeout)
+	}
+	sd, release, err := openLocked(opts, "apply")
+	if err != nil {
+		return err
+	}
+	defer func() { _ = release() }()
+	progress := newProgress(stderr, opts.Verbosity > 0)
+	r, err := reconciler.New(reconciler.Config{
+		Files: opts.FleetPaths(), StateDir: sd, Log: opts.Logger().WithName("reconciler"),
+		OnEvent: progress.event, OneShot: true,
+	})
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	st, err := r.Converge(ctx, reconciler.ConvergeOptions{Wait: wait})
+	var nc *reconciler.NotConvergedError
+	switch {
+	case errors.As(err, &nc):
+		if errors.Is(nc.Cause, context.DeadlineExceeded) {
+			return fmt.Errorf("apply: timed out after %s: %w", timeout, nc)
+		}
+		return fmt.Errorf("apply: %w", nc)
+	case err != nil:
+		return fleetError("apply", err)
+	}
+	ready := 0
+	for _, s := range st.Servers {
+		if s.Ready {
+			ready++
+		}
+	}
+	fmt.Fprintf(stdout, "applied: %d server(s), %d ready\n", len(st.Servers), ready)
+	return nil
+}

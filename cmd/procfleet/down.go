@@ -1,0 +1,56 @@
+package main
+
+import (
+	"fmt"
+	"os"
+
+	"github.com/spf13/cobra"
+
+	"github.com/procfleet/procfleet/reconciler"
+)
+
+func newDownCmd(opts *globalOptions) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "down [NAME]...",
+		Short: "Stop the named servers, or every server procfleet owns",
+		Long: `Down stops the named servers, or every server with an ownership record in
+the state folder: dependents first (dependsOn, from the fleet files),
+independent servers in parallel. Each stop sends SIGTERM to the server's
+process group, waits terminationGracePeriodSeconds, then SIGKILL, and waits
+until its port is free; it signals only processes it proves are procfleet's.
+Records are removed.
+
+Exit status: 0 when every server was stopped; 1 naming each server that could
+not be (a quarantined one included, with how to stop it by hand).`,
+		Example: `  # Stop everything
+  procfleet down
+
+  # Stop two servers
+  procfleet down api worker`,
+		RunE: func(cmd *cobra.Command, names []string) error {
+			path, err := opts.StateDirPath()
+			if err != nil {
+				return err
+			}
+			if _, err := os.Stat(path); os.IsNotExist(err) {
+				fmt.Fprintf(cmd.ErrOrStderr(), "no state folder at %s: nothing to stop\n", path)
+				return nil
+			}
+			sd, release, err := openLocked(opts, "down")
+			if err != nil {
+				return err
+			}
+			defer func() { _ = release() }()
+			progress := newProgress(cmd.ErrOrStderr(), opts.Verbosity > 0)
+			err = reconciler.Down(cmd.Context(), reconciler.DownConfig{
+				Files: opts.FleetPaths(), StateDir: sd, Log: opts.Logger().WithName("down"), OnEvent: progress.event,
+			}, names)
+			if err != nil {
+				return fmt.Errorf("down: %w", err)
+			}
+			return nil
+		},
+	}
+	opts.addFileFlags(cmd)
+	return cmd
+}

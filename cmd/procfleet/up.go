@@ -1,0 +1,160 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/procfleet/procfleet/actuate"
+	"github.com/procfleet/procfleet/reconciler"
+	"github.com/procfleet/procfleet/spec"
+)
+
+// downOnExitTimeout bounds `up --down-on-exit`'s final stop.
+const downOnExitTimeout = 5 * time.Minute
+
+func newUpCmd(opts *globalOptions) *cobra.Command {
+	var downOnExit bool
+	cmd := &cobra.Command{
+		Use:   "up [-f PATH]... [--down-on-exit]",
+		Short: "Run the reconciler in the foreground: converge, watch the files, restart what dies",
+		Long: `Up keeps the servers of the fleet files in their declared state until it is
+stopped: it adopts the servers its records prove it owns (never starting a
+second copy), starts what is missing (dependencies first), restarts what
+exits as restartPolicy says (the first restart at once, then with backoff up
+to 5 minutes), replaces a server whose command, args, env, workingDir or port
+changed, stops a server removed from the files, and re-reads the files when
+they are saved. A file that does not load keeps the last good fleet running
+and shows its errors.
+
+On SIGINT or SIGTERM up exits 0 and leaves the servers running; the next up
+adopts them, and 'procfleet down' stops them. With --down-on-exit it stops
+them first.
+
+Only one up runs per state folder: a second one fails at once, naming the
+pid of the first.`,
+		Example: `  # Run the fleet of procfleet.yaml until Ctrl-C
+  procfleet up
+
+  # A folder of fleet files; stop everything on exit
+  procfleet up -f fleet.d --down-on-exit`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runUp(cmd.Context(), opts, cmd.ErrOrStderr(), downOnExit)
+		},
+	}
+	opts.addFileFlags(cmd)
+	cmd.Flags().BoolVar(&downOnExit, "down-on-exit", false, "stop every server before exiting on SIGINT or SIGTERM")
+	return cmd
+}
+
+func runUp(ctx context.Context, opts *globalOptions, stderr io.Writer, downOnExit bool) error {
+	sd, release, err := openLocked(opts, "up")
+	if err != nil {
+		return err
+	}
+	defer func() { _ = release() }()
+	log := opts.Logger()
+	progress := newProgress(stderr, opts.Verbosity > 0)
+	r, err := reconciler.New(reconciler.Config{
+		Files: opts.FleetPaths(), StateDir: sd, Log: log.WithName("reconciler"), OnEvent: progress.event,
+	})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stderr, "procfleet up (pid %d): watching %s; state in %s; Ctrl-C leaves the servers running\n",
+		os.Getpid(), strings.Join(opts.FleetPaths(), ", "), sd.Path)
+	if err := r.Run(ctx); err != nil {
+		return fleetError("up", err)
+	}
+	if !downOnExit {
+		fmt.Fprintf(stderr, "procfleet up: exiting; servers left running (the next 'procfleet up' adopts them; 'procfleet down' stops them)\n")
+		return nil
+	}
+	fmt.Fprintf(stderr, "procfleet up: stopping every server (--down-on-exit)\n")
+	dctx, cancel := context.WithTimeout(context.Background(), downOnExitTimeout)
+	defer cancel()
+	err = reconciler.Down(dctx, reconciler.DownConfig{
+		Files: opts.FleetPaths(), StateDir: sd, Log: log.WithName("down"), OnEvent: progress.event,
+	}, nil)
+	if err != nil {
+		return fmt.Errorf("up --down-on-exit: %w", err)
+	}
+	return nil
+}
+
+// openLocked opens the state folder and takes its lock for command. When
+// another process holds it, the error names that pid.
+func openLocked(opts *globalOptions, command string) (*actuate.StateDir, func() error, error) {
+	path, err := opts.StateDirPath()
+	if err != nil {
+		return nil, nil, err
+	}
+	sd, err := actuate.OpenStateDir(path)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s: %w", command, err)
+	}
+	release, err := sd.Lock()
+	if err != nil {
+		var le *actuate.LockedError
+		if errors.As(err, &le) {
+			return nil, nil, lockedError(command, le, path)
+		}
+		return nil, nil, fmt.Errorf("%s: %w", command, err)
+	}
+	return sd, release, nil
+}
+
+func lockedError(command string, le *actuate.LockedError, path string) error {
+	holder := "another procfleet process"
+	if le.PID > 0 {
+		holder = fmt.Sprintf("procfleet (pid %d)", le.PID)
+	}
+	switch command {
+	case "up":
+		return fmt.Errorf("up: %s already acts on the state folder %s (is 'procfleet up' running?): %w", holder, path, le)
+	case "apply":
+		return fmt.Errorf("apply: %s holds the state folder %s; a running 'procfleet up' applies saved fleet files by itself (apply through its socket is not built yet): %w", holder, path, le)
+	default:
+		return fmt.Errorf("%s: %s holds the state folder %s; stop 'procfleet up' first (or run it with --down-on-exit): %w", command, holder, path, le)
+	}
+}
+
+// fleetError prints a fleet's load errors one a line, file and line first.
+func fleetError(command string, err error) error {
+	var list spec.ErrorList
+	if errors.As(err, &list) {
+		return fmt.Errorf("%s: the fleet files do not load:\n%w", command, list)
+	}
+	return fmt.Errorf("%s: %w", command, err)
+}
+
+// progress prints one line per server event on stderr: "api: starting",
+// "api: ready in 0.41s (pid 123)", "api: failed: exited with code 1 ...".
+type progress struct {
+	mu      sync.Mutex
+	w       io.Writer
+	verbose bool
+}
+
+func newProgress(w io.Writer, verbose bool) *progress { return &progress{w: w, verbose: verbose} }
+
+func (p *progress) event(e reconciler.Event) {
+	if e.Detail && !p.verbose {
+		return
+	}
+	msg := e.Message
+	if e.Reason == reconciler.ReasonQuarantined && !strings.HasPrefix(msg, "quarantined") {
+		msg = "quarantined: " + msg
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	fmt.Fprintf(p.w, "%s: %s\n", e.Server, msg)
+}
