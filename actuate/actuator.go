@@ -30,8 +30,10 @@ const (
 	// LogTailLines is how many log lines a StartError carries.
 	LogTailLines = 20
 
-	portPollPeriod = 20 * time.Millisecond
-	logTailBytes   = 64 << 10
+	portPollPeriod  = 20 * time.Millisecond
+	fastReadyPeriod = 2 * time.Millisecond
+	fastReadyWindow = time.Second
+	logTailBytes    = 64 << 10
 )
 
 // EventSink receives the events of servers: every signal sent (with the
@@ -248,7 +250,7 @@ func (a *Actuator) Spawn(ctx context.Context, req StartRequest) (*Running, error
 		a.killOwnChild(ctx, req.Name, nil, cmd.Process, ch)
 		return nil, &StartError{Name: req.Name, Reason: ReasonFailed, ExitCode: -1, Message: "pin the new process", Err: pinErr}
 	}
-	id, idErr := h.Identity()
+	id, idErr := spawnIdentity(ctx, h)
 	if idErr != nil {
 		if errors.Is(idErr, observe.ErrUntrusted) || errors.Is(idErr, observe.ErrGone) {
 			// It exited already: report how.
@@ -279,6 +281,31 @@ func (a *Actuator) Spawn(ctx context.Context, req StartRequest) (*Running, error
 	log.V(1).Info("spawned", "pid", pid, "startTime", id.StartTime, "pinMode", h.Mode().String())
 	a.event(req.Name, EventStarted, fmt.Sprintf("started pid %d (%s), start time %d", pid, quoteArgv(id.Cmdline), id.StartTime))
 	return r, nil
+}
+
+// spawnIdentity reads the identity of a child that has just exec'd. The
+// parent learns of the exec (exec.Cmd's close-on-exec pipe closes) before
+// the kernel has set up the new program's arguments, and in that window
+// /proc/PID/cmdline reads empty (seen here: Linux 6.18, a small Go binary);
+// so an empty command line is read again, with a short backoff, for up to
+// two seconds.
+func spawnIdentity(ctx context.Context, h *observe.Handle) (observe.Identity, error) {
+	deadline := time.Now().Add(2 * time.Second)
+	wait := 100 * time.Microsecond
+	for {
+		id, err := h.Identity()
+		if err != nil || len(id.Cmdline) > 0 || time.Now().After(deadline) {
+			return id, err
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return id, ctx.Err()
+		}
+		wait = min(2*wait, 20*time.Millisecond)
+	}
 }
 
 // reap waits for our child in a goroutine and keeps its exit status. On
@@ -374,13 +401,15 @@ func (a *Actuator) WaitReady(ctx context.Context, req StartRequest, r *Running) 
 		period = DefaultReadyPeriod
 	}
 	ready := req.Ready
-	// The default check is a connect to loopback, cheap enough to start
-	// fast: 5 ms, doubling up to period, so that a server listening within
-	// milliseconds is seen within milliseconds. A declared check runs every
-	// period from the start.
+	// The default check is a connect to loopback (tens of microseconds),
+	// cheap enough to run every 2 ms for the first second, so that a server
+	// listening within milliseconds is seen within milliseconds; then every
+	// period. A declared check runs every period from the start.
 	next := period
+	fastUntil := time.Now()
 	if ready == nil && req.Port > 0 {
-		next = min(5*time.Millisecond, period)
+		next = min(fastReadyPeriod, period)
+		fastUntil = fastUntil.Add(fastReadyWindow)
 		port := req.Port
 		ready = func(ctx context.Context) observe.ProbeResult {
 			if observe.PortAccepting(ctx, port) {
@@ -422,7 +451,9 @@ func (a *Actuator) WaitReady(ctx context.Context, req StartRequest, r *Running) 
 		last = res.Message
 		select {
 		case <-tick.C:
-			next = min(2*next, period)
+			if time.Now().After(fastUntil) {
+				next = period
+			}
 			tick.Reset(next)
 		case <-exited:
 			return a.failExited(ctx, req, r)

@@ -64,8 +64,8 @@
 // other exec.Cmd statuses), which keeps its exit status.
 //
 // WaitReady checks readiness while watching the exit: a declared check every
-// ReadyPeriod; by default the port accepting TCP, checked after 5 ms, then
-// at doubling intervals up to ReadyPeriod (default 100 ms); with no port,
+// ReadyPeriod; by default the port accepting TCP, checked every 2 ms for
+// the first second, then every ReadyPeriod (default 100 ms); with no port,
 // running is ready. An exit first gives *StartError "exited with code N" or "killed by
 // signal 9 (SIGKILL)" (with an out-of-memory hint) and the last 20 lines the
 // run wrote to its log; a startup timeout runs the full stop sequence, then

@@ -3,6 +3,7 @@ package actuate
 import (
 	"errors"
 	"fmt"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -92,11 +93,19 @@ func Verify(rec Record) Verification {
 	return v
 }
 
-// Decide is the pure ownership decision (DESIGN.md rules 1-6) for a record
-// and what was read of the process at its pid: id and idErr from reading its
+// Decide is the ownership decision (DESIGN.md rules 1-6) for a record and
+// what was read of the process at its pid: id and idErr from reading its
 // identity through a pin, the current boot id, and the pidfs inode of the pin
-// when the kernel has one.
+// when the kernel has one. Beyond the rules, a process must run as the uid
+// the record holds and as this process's effective uid: procfleet starts
+// servers as itself, so a process of another uid is never one of them
+// (IdentityMismatch). It reads nothing but os.Geteuid; decideAs is the pure
+// form.
 func Decide(rec Record, id observe.Identity, idErr error, bootID string, inode uint64, haveInode bool) Verification {
+	return decideAs(os.Geteuid(), rec, id, idErr, bootID, inode, haveInode)
+}
+
+func decideAs(euid int, rec Record, id observe.Identity, idErr error, bootID string, inode uint64, haveInode bool) Verification {
 	v := Verification{Identity: id}
 	switch {
 	case idErr != nil && (errors.Is(idErr, observe.ErrGone) || errors.Is(idErr, observe.ErrUntrusted)):
@@ -151,6 +160,13 @@ func Decide(rec Record, id observe.Identity, idErr error, bootID string, inode u
 	case rec.PidfdInode != 0 && haveInode && rec.PidfdInode != inode:
 		v.Verdict = VerdictReused
 		v.Message = fmt.Sprintf("pid %d was reused: pidfd inode %d, record says %d", rec.PID, inode, rec.PidfdInode)
+		return v
+	}
+	// Not ours whatever else matches: another uid.
+	if id.UID != euid || id.UID != rec.UID {
+		v.Verdict = VerdictQuarantine
+		v.Reason = IdentityMismatch
+		v.Message = fmt.Sprintf("pid %d runs as uid %d; the record says uid %d and procfleet runs as uid %d", rec.PID, id.UID, rec.UID, euid)
 		return v
 	}
 	// Rule 4.

@@ -10,9 +10,10 @@ import (
 )
 
 func TestDecide(t *testing.T) {
-	rec := Record{Name: "api", PID: 100, PGID: 100, StartTime: 5000, BootID: "boot-a",
+	const euid = 1000
+	rec := Record{Name: "api", PID: 100, PGID: 100, StartTime: 5000, BootID: "boot-a", UID: euid,
 		Cmdline: []string{"./api", "--port", "8080"}, PidfdInode: 77}
-	live := observe.Identity{PID: 100, PGID: 100, State: observe.StateSleeping, StartTime: 5000,
+	live := observe.Identity{PID: 100, PGID: 100, UID: euid, State: observe.StateSleeping, StartTime: 5000,
 		BootID: "boot-a", Cmdline: []string{"./api", "--port", "8080"}}
 	with := func(f func(*Record)) Record {
 		r := rec
@@ -52,12 +53,14 @@ func TestDecide(t *testing.T) {
 		{name: "rule 5 no start time, cmdline differs", rec: with(func(r *Record) { r.StartTime = 0 }), id: id(func(i *observe.Identity) { i.Cmdline = []string{"vim"} }), boot: "boot-a", want: VerdictReused},
 		{name: "rule 5 no start time, exited", rec: with(func(r *Record) { r.StartTime = 0 }), idErr: observe.ErrGone, want: VerdictStale},
 		{name: "rule 5 no start time, zombie", rec: with(func(r *Record) { r.StartTime = 0 }), id: id(func(i *observe.Identity) { i.State = observe.StateZombie }), want: VerdictStale},
+		{name: "process of another uid, record names it", rec: with(func(r *Record) { r.UID = 65534 }), id: id(func(i *observe.Identity) { i.UID = 65534 }), boot: "boot-a", want: VerdictQuarantine, reason: IdentityMismatch, msg: "uid 65534"},
+		{name: "process of another uid than recorded", rec: rec, id: id(func(i *observe.Identity) { i.UID = 0 }), boot: "boot-a", want: VerdictQuarantine, reason: IdentityMismatch, msg: "runs as uid 0"},
 		{name: "rule 6 identity unreadable", rec: rec, idErr: errors.New("permission denied"), boot: "boot-a", want: VerdictQuarantine, reason: UnverifiedOwner, msg: "permission denied"},
 		{name: "rule 6 boot id unreadable", rec: rec, id: live, boot: "", want: VerdictQuarantine, reason: UnverifiedOwner, msg: "boot id"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := Decide(tt.rec, tt.id, tt.idErr, tt.boot, tt.inode, tt.haveInode)
+			got := decideAs(euid, tt.rec, tt.id, tt.idErr, tt.boot, tt.inode, tt.haveInode)
 			if got.Verdict != tt.want || got.Reason != tt.reason {
 				t.Fatalf("Decide = %v/%q (%s), want %v/%q", got.Verdict, got.Reason, got.Message, tt.want, tt.reason)
 			}
