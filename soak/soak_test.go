@@ -36,6 +36,7 @@ var (
 	flagConverge = flag.Duration("soak.converge", 75*time.Second, "bound on convergence once faults stop (the 30 s resync, restart back-off and a margin)")
 	flagKeep     = flag.Bool("soak.keep", false, "keep the temporary folder (fleet, state, logs, stamps)")
 	flagReport   = flag.String("soak.report", "", "also write the figures as JSON to this file")
+	flagBinary   = flag.String("soak.procfleet", "", "use this procfleet binary instead of building ./cmd/procfleet")
 )
 
 const (
@@ -275,6 +276,10 @@ func pause(ctx context.Context, d time.Duration) bool {
 func (h *harness) build() {
 	h.server = testserver.Build(h.t)
 	h.bin = filepath.Join(h.root, "procfleet")
+	if *flagBinary != "" {
+		h.bin = *flagBinary
+		return
+	}
 	_, file, _, _ := runtime.Caller(0)
 	repo := filepath.Dir(filepath.Dir(file))
 	cmd := exec.Command("go", "build", "-o", h.bin, "./cmd/procfleet")
@@ -507,6 +512,36 @@ func (h *harness) instance(s *server) (proc, bool) {
 		return proc{}, false
 	}
 	return live[0], true
+}
+
+// lastStart returns the pid of the server's most recent start (the last line
+// of its stamp file), when that process is alive with the server's command
+// line. It costs a few small reads, not a /proc scan.
+func (h *harness) lastStart(s *server) (int, bool) {
+	b, err := os.ReadFile(filepath.Join(h.run, s.name+".stamp"))
+	if err != nil {
+		return 0, false
+	}
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	f := strings.Fields(lines[len(lines)-1])
+	if len(f) != 2 {
+		return 0, false
+	}
+	pid, err := strconv.Atoi(f[1])
+	if err != nil {
+		return 0, false
+	}
+	if p, ok := readProc(pid); !ok || !p.live() || cmdlineOf(pid) != argvKey(s.argv) {
+		return pid, false
+	}
+	return pid, true
+}
+
+// runningAgain reports whether a start newer than old is alive and its port
+// accepts.
+func (h *harness) runningAgain(s *server, old int) bool {
+	pid, ok := h.lastStart(s)
+	return ok && pid != old && portAccepts(s.port)
 }
 
 func portAccepts(port int) bool {
@@ -799,10 +834,7 @@ func (h *harness) faultKill(ctx context.Context) bool {
 	if tainted {
 		kind = "kill-untracked"
 	}
-	d, ok := waitFor(ctx, recoverBound, func() bool {
-		q, ok := h.instance(s)
-		return ok && q.pid != p.pid && portAccepts(s.port)
-	})
+	d, ok := waitFor(ctx, recoverBound, func() bool { return h.runningAgain(s, p.pid) })
 	switch {
 	case ok:
 		h.recovered(kind, d)
@@ -844,11 +876,13 @@ func (h *harness) removeAndWait(ctx context.Context, s *server, why string) bool
 	s.declared = false
 	h.mu.Unlock()
 	d, ok := waitFor(ctx, stopBound, func() bool {
-		if len(h.instances(s)) > 0 || portAccepts(s.port) {
+		if _, alive := h.lastStart(s); alive || portAccepts(s.port) {
 			return false
 		}
-		_, err := os.Stat(h.recordPath(s.name))
-		return errors.Is(err, os.ErrNotExist)
+		if _, err := os.Stat(h.recordPath(s.name)); !errors.Is(err, os.ErrNotExist) {
+			return false
+		}
+		return len(h.instances(s)) == 0 // the full scan, once the cheap checks pass
 	})
 	if !ok {
 		if ctx.Err() == nil {
@@ -905,10 +939,7 @@ func (h *harness) faultPortGrab(ctx context.Context) bool {
 	s.grabber = nil
 	h.mu.Unlock()
 	h.stopStranger(st)
-	d, ok := waitFor(ctx, recoverBound, func() bool {
-		_, ok := h.instance(s)
-		return ok && portAccepts(s.port)
-	})
+	d, ok := waitFor(ctx, recoverBound, func() bool { return h.runningAgain(s, 0) })
 	switch {
 	case ok:
 		h.recovered("portgrab-released-to-running", d)
@@ -1006,10 +1037,7 @@ func (h *harness) faultAddRemove(ctx context.Context) bool {
 	defer h.release(s)
 	h.count("added", 1)
 	h.declare(s)
-	d, ok := waitFor(ctx, recoverBound, func() bool {
-		_, ok := h.instance(s)
-		return ok && portAccepts(s.port)
-	})
+	d, ok := waitFor(ctx, recoverBound, func() bool { return h.runningAgain(s, 0) })
 	switch {
 	case ok:
 		h.recovered("add-to-running", d)
@@ -1158,13 +1186,14 @@ func (h *harness) faultStranger(ctx context.Context) bool {
 
 // expected reports whether a server's status entry is what the soak expects
 // of it now, and why not.
-func (h *harness) expected(s *server, st statusJSON) (bool, string) {
+func (h *harness) expected(s *server, st statusJSON, procs map[string][]proc) (bool, string) {
 	e, ok := st.get(s.name)
 	h.mu.Lock()
 	declared, grabbed := s.declared, s.grabber != nil
+	live := h.liveInstancesLocked(procs[s.name])
 	h.mu.Unlock()
 	if !declared {
-		if len(h.instances(s)) > 0 {
+		if len(live) > 0 {
 			return false, "undeclared but running"
 		}
 		if ok && e.Phase != "Stopped" {
@@ -1184,7 +1213,6 @@ func (h *harness) expected(s *server, st statusJSON) (bool, string) {
 	if e.Phase != "Running" || !e.Ready {
 		return false, fmt.Sprintf("phase %s ready %v reason %q message %q", e.Phase, e.Ready, e.Reason, e.Message)
 	}
-	live := h.instances(s)
 	if len(live) != 1 || live[0].pid != e.PID {
 		return false, fmt.Sprintf("status pid %d, live instances %v", e.PID, live)
 	}
@@ -1201,17 +1229,19 @@ func (h *harness) waitConverged(ctx context.Context, bound time.Duration, conv m
 	var lastErr error
 	why := map[string]string{}
 	for {
+		at := time.Since(t0)
 		st, err := h.status(ctx)
 		last, lastErr = st, err
 		if err == nil {
+			procs := scanProcs(h.want)
 			all := true
 			for _, n := range h.names {
 				s := h.servers[n]
-				ok, reason := h.expected(s, st)
+				ok, reason := h.expected(s, st, procs)
 				if ok {
-					if conv != nil {
+					if conv != nil && s.declared {
 						if _, seen := conv[n]; !seen {
-							conv[n] = time.Since(t0)
+							conv[n] = at
 						}
 					}
 					delete(why, n)
