@@ -109,7 +109,7 @@ type harness struct {
 
 	exclusive  sync.RWMutex // killup holds it; faults that need `up` running hold it shared
 	statusFile atomic.Bool  // no `status` command: read status.json
-	faultWG   sync.WaitGroup
+	faultWG    sync.WaitGroup
 
 	mu         sync.Mutex
 	servers    map[string]*server
