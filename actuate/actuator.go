@@ -547,7 +547,7 @@ func (a *Actuator) cleanupLeftovers(ctx context.Context, rec Record, req StartRe
 	if rec.PGID <= 1 {
 		return nil
 	}
-	members := a.collectTree(rec, nil)
+	members := a.addStragglers(ctx, rec, nil)
 	if len(members) == 0 {
 		return nil
 	}

@@ -75,18 +75,23 @@
 //
 // # Stopping
 //
-// Stop verifies (above), then collects the server's tree before any signal:
-// the members of its process group and its descendants by parent chain, each
-// pinned and kept only if its identity read through the pin shows it in the
-// group or below a process of the tree, and not older than the server.
-// SIGTERM goes to the group while the pinned leader lives (through the
-// leader's pidfd with PIDFD_SIGNAL_PROCESS_GROUP on Linux >= 6.9, else
-// killpg right after checking the pinned leader has not exited: a group id is
-// not reused while its leader lives) and, one by one through their pins, to
-// the pinned processes outside the group; once the leader is gone, only
-// pinned processes are signalled, never a bare group id. It then waits on the
-// pins up to Grace (it wakes on the exit, it does not sleep), re-reads the
-// identities, sends SIGKILL likewise, waits up to KillTimeout, and returns
+// Stop verifies (above), then collects the server's descendants before any
+// signal (through the kernel's per-thread children lists on Linux, whose
+// cost grows with the tree rather than with the machine; a /proc scan
+// elsewhere), each pinned and kept only if its identity read through the pin
+// shows it in the group or below a process of the tree, and not older than
+// the server. SIGTERM goes to the group while the pinned leader lives
+// (through the leader's pidfd with PIDFD_SIGNAL_PROCESS_GROUP on Linux >=
+// 6.9, else killpg right after checking the pinned leader has not exited: a
+// group id is not reused while its leader lives) and, one by one through
+// their pins, to the pinned processes outside the group. Once the leader has
+// exited, only pinned processes are signalled, never a bare group id: if
+// kill(-pgid, 0) shows the group is not empty, its members are listed from
+// /proc, pinned, checked and handled like the rest (this is how a member
+// whose parent died, and which is therefore outside the tree, is caught). It
+// waits on the pins up to Grace (it wakes on the exit, it does not sleep),
+// re-reads the identities, sends SIGKILL likewise, waits up to KillTimeout,
+// and returns
 // *QuarantineError Unkillable ("failed to terminate even after SIGKILL", with
 // the process state) if anything still lives. A process that has already
 // exited is never signalled. Every signal sent is an event naming the
@@ -100,7 +105,7 @@
 //
 // A grandchild that calls setsid (or setpgid) leaves the server's process
 // group, so the group signal misses it. While its parent chain still leads to
-// the server, Stop finds it (observe.Descendants), pins it before the first
+// the server, Stop finds it (the descendants walk), pins it before the first
 // signal and signals it on its own: it gets SIGTERM, then SIGKILL, with the
 // server. Its pin keeps it targeted even after its parent has died and it
 // has been re-parented. What is not caught: a descendant that both left the

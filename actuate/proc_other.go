@@ -31,3 +31,5 @@ func signalName(sig syscall.Signal) string { return sig.String() }
 func signalNumber(string) int { return 0 }
 
 func signalGroupOf(*observe.Handle, int, syscall.Signal) (string, error) { return "", errUnsupported }
+
+func groupExists(int) bool { return true }

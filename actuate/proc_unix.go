@@ -57,3 +57,9 @@ func signalName(sig syscall.Signal) string {
 func signalNumber(name string) int {
 	return int(unix.SignalNum(name))
 }
+
+// groupExists probes a process group with signal 0 (nothing is delivered):
+// false only when no process is in it (ESRCH).
+func groupExists(pgid int) bool {
+	return unix.Kill(-pgid, 0) != unix.ESRCH
+}

@@ -151,25 +151,20 @@ func refuseSelf(rec Record) *QuarantineError {
 		Hint:    ManualStopHint(rec)}
 }
 
-// collectTree lists the server's process group and its descendants (which
-// finds a descendant that left the group with setsid or setpgid, while its
-// parent chain still leads to the server), pins each and keeps those whose
-// identity, read through the pin, shows them in the group or below a process
-// of the tree, and not older than the server. leader may be nil when the
-// server's process has exited.
+// collectTree lists the server's descendants (which finds a descendant that
+// left the group with setsid or setpgid, while its parent chain still leads
+// to the server), pins each and keeps those whose identity, read through the
+// pin, shows them in the group or below a process of the tree, and not older
+// than the server. Members of the group outside the tree are reached by the
+// group signal while the leader lives, and looked for (addStragglers) once
+// it has exited. leader may be nil when the server's process has exited.
 func (a *Actuator) collectTree(rec Record, leader *member) []*member {
 	seen := map[int]bool{rec.PID: true}
-	var pids []int
-	if rec.PGID > 1 {
-		if ps, err := observe.GroupMembers(rec.PGID); err == nil {
-			pids = append(pids, ps...)
-		} else {
-			a.Log.Error(err, "cannot list process group", "server", rec.Name, "pgid", rec.PGID)
-		}
+	pids, err := descendantsOf(rec.PID)
+	if errors.Is(err, errNoChildrenFiles) {
+		pids, err = observe.Descendants(rec.PID)
 	}
-	if ps, err := observe.Descendants(rec.PID); err == nil {
-		pids = append(pids, ps...)
-	} else {
+	if err != nil {
 		a.Log.Error(err, "cannot list descendants", "server", rec.Name, "pid", rec.PID)
 	}
 	known := map[int]bool{rec.PID: true}
@@ -218,12 +213,17 @@ func closeTargets(ms []*member) {
 
 // terminate runs the signal sequence over a server's pinned processes: the
 // first may be the leader (pid == rec.PID); the group is signalled as a
-// whole only while the leader is alive, else each pinned process is.
+// whole only while the leader is alive, else each pinned process is. Once
+// the leader has exited, group members outside the pinned tree are looked
+// for, pinned and handled too.
 func (a *Actuator) terminate(ctx context.Context, rec Record, ms []*member, leaderEvidence string, grace, killTimeout time.Duration) error {
-	if len(ms) == 0 {
-		return nil
-	}
+	ms = a.addStragglers(ctx, rec, ms)
 	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGKILL} {
+		wait := grace
+		if sig == syscall.SIGKILL {
+			wait = killTimeout
+		}
+		deadline := time.Now().Add(wait)
 		alive := liveMembers(ms)
 		if len(alive) == 0 {
 			return nil
@@ -237,11 +237,16 @@ func (a *Actuator) terminate(ctx context.Context, rec Record, ms []*member, lead
 			}
 		}
 		a.signalMembers(rec, alive, leaderEvidence, sig)
-		wait := grace
-		if sig == syscall.SIGKILL {
-			wait = killTimeout
+		waitMembers(ctx, alive, deadline)
+		// The leader may have gone, leaving members it no longer reaches.
+		n := len(ms)
+		ms = a.addStragglers(ctx, rec, ms)
+		if extra := ms[n:]; len(extra) > 0 {
+			if !sentToGroupOf(rec, alive) {
+				a.signalMembers(rec, extra, leaderEvidence, sig)
+			}
+			waitMembers(ctx, extra, deadline)
 		}
-		waitMembers(ctx, alive, wait)
 		if ctx.Err() != nil {
 			return fmt.Errorf("stop server %s: %w", rec.Name, ctx.Err())
 		}
@@ -264,6 +269,65 @@ func (a *Actuator) terminate(ctx context.Context, rec Record, ms []*member, lead
 		Hint:    ManualStopHint(rec)}
 	a.event(rec.Name, EventQuarantined, q.Error())
 	return q
+}
+
+// sentToGroupOf reports whether the last signal went to the group: the
+// live set held the leader, leading the group.
+func sentToGroupOf(rec Record, alive []*member) bool {
+	for _, m := range alive {
+		if m.h.PID() == rec.PID && rec.PGID == rec.PID && m.id.PGID == rec.PGID {
+			return true
+		}
+	}
+	return false
+}
+
+// addStragglers looks, once the leader has exited, for live members of the
+// server's process group that are not pinned yet (a member whose parent
+// died, re-parented out of the tree). While the leader lives the group
+// signal reaches them, and an empty group (kill(-pgid, 0) fails with ESRCH)
+// needs no /proc scan, so the scan runs only when something may be left.
+func (a *Actuator) addStragglers(ctx context.Context, rec Record, ms []*member) []*member {
+	if rec.PGID <= 1 {
+		return ms
+	}
+	pinned := map[int]bool{}
+	for _, m := range ms {
+		pinned[m.h.PID()] = true
+		if m.h.PID() == rec.PID && !m.h.Exited() {
+			return ms // the leader lives: the group signal reaches them
+		}
+	}
+	if ch := a.ownChild(rec.PID); ch != nil {
+		// Our reaper is about to take the leader's zombie out of the group.
+		waitDone(ctx, ch.done, 100*time.Millisecond)
+	}
+	if !groupExists(rec.PGID) {
+		return ms
+	}
+	pids, err := observe.GroupMembers(rec.PGID)
+	if err != nil {
+		a.Log.Error(err, "cannot list process group", "server", rec.Name, "pgid", rec.PGID)
+		return ms
+	}
+	for _, pid := range pids {
+		if pinned[pid] || pid <= 1 || pid == os.Getpid() {
+			continue
+		}
+		h, err := observe.Pin(pid)
+		if err != nil {
+			continue
+		}
+		id, err := h.Identity()
+		if err != nil || id.State.Exited() || id.PGID != rec.PGID || (rec.StartTime != 0 && id.StartTime < rec.StartTime) {
+			_ = h.Close()
+			continue
+		}
+		ev := fmt.Sprintf("pid %d, start time %d, member of process group %d (found after its leader pid %d exited), pinned by %s",
+			pid, id.StartTime, rec.PGID, rec.PID, h.Mode())
+		ms = append(ms, &member{h: h, id: id, evidence: ev})
+	}
+	return ms
 }
 
 func liveMembers(ms []*member) []*member {
@@ -313,9 +377,9 @@ func (a *Actuator) signalMembers(rec Record, alive []*member, leaderEvidence str
 	}
 }
 
-// waitMembers waits on the pins until all exited or d passed.
-func waitMembers(ctx context.Context, ms []*member, d time.Duration) {
-	wctx, cancel := context.WithTimeout(ctx, d)
+// waitMembers waits on the pins until all exited or the deadline passed.
+func waitMembers(ctx context.Context, ms []*member, deadline time.Time) {
+	wctx, cancel := context.WithDeadline(ctx, deadline)
 	defer cancel()
 	for _, m := range ms {
 		if m.h.Wait(wctx) != nil {

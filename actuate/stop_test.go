@@ -625,3 +625,44 @@ func TestStopRefusesSelf(t *testing.T) {
 		t.Errorf("signals sent: %v", got)
 	}
 }
+
+// A failed start whose process exited leaving a grandchild in its group: the
+// grandchild is no longer below the server (re-parented when the server
+// died), so it is found as a member of the group, pinned and stopped before
+// the error is returned.
+func TestFailedStartStopsOrphanedGroupMember(t *testing.T) {
+	a, ev := newActuator(t)
+	ctx := testCtx(t)
+	dir := t.TempDir()
+	gcFile := filepath.Join(dir, "grandchild")
+	port := testserver.FreePort(t)
+	// Never listens on the port; exits with code 3 a little later.
+	req := serverReq("api", port, "-grandchild", gcFile, "-exit-after", "1500ms", "-exit-code", "3")
+	r, err := a.Spawn(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	killPinned(t, r.Record.PID)
+	gcPID, err := strconv.Atoi(waitForFile(t, gcFile, r.Done()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	gc := killPinned(t, gcPID)
+	err = a.WaitReady(ctx, req, r)
+	var se *StartError
+	if !errors.As(err, &se) || se.ExitCode != 3 {
+		t.Fatalf("WaitReady = %v, want *StartError exit code 3", err)
+	}
+	if !gc.Exited() {
+		t.Errorf("orphaned group member %d still alive after the failed start", gcPID)
+	}
+	found := false
+	for _, e := range ev.with(EventSignal) {
+		if strings.Contains(e, "pid "+itoa(gcPID)) && strings.Contains(e, "found after its leader") {
+			found = true
+		}
+	}
+	if !found {
+		t.Errorf("no signal event for the orphaned group member %d: %v", gcPID, ev.all)
+	}
+}
