@@ -1,4 +1,50 @@
 // Package reconciler runs procfleet's level-triggered loop: desired state
 // from the fleet files, observed state from the processes, a pure plan of
 // actions between them, and the actuator that carries the plan out.
+//
+// The pipeline, once:
+//
+//	fleet files --FleetWatcher--> desired (spec.Fleet, hashes)
+//	exit events, probe results, file changes, resync --> work queue (names)
+//	worker: observe one server anew --> Plan --> apply (actuate)
+//
+// Guarantees:
+//   - Level-triggered. A trigger (process exit, probe result, file change,
+//     periodic resync, default every 30 s) only marks a server dirty; the
+//     worker reads that server's whole state anew (its tracked process, or
+//     its record verified against the kernel). Exits are events (pidfd or
+//     kqueue through observe.ExitWatcher), never found by polling. A Ready
+//     server without declared probes costs nothing between resyncs.
+//   - Stingy. The queue (client-go's typed rate-limiting work queue)
+//     dedups names; a server being reconciled is only marked dirty and runs
+//     once more after; one server is never reconciled by two workers at
+//     once; Workers bounds the parallelism.
+//   - Plan is pure. Plan and PlanServer map (desired, observed) to actions
+//     (Start, Stop, Replace, Quarantine, Wait, Adopt, Nothing) with a reason;
+//     applying them is the only side effect, in numbered steps.
+//   - Never twice. Every record that ownership rule 2 proves is adopted
+//     (watched, probed), never started again; a server being started is
+//     never started again until its readiness wait ends.
+//   - Never a stranger. Quarantined servers (rules 4-7, PortConflict,
+//     Unkillable) are reported and never signalled; a stale or reused record
+//     is removed without a signal.
+//   - Parallel. Starting only spawns on a worker; readiness is awaited on
+//     its own goroutine, so independent servers start in parallel.
+//     dependsOn orders starts (dependents wait for Ready) and prunes and
+//     down (dependents stop first).
+//   - Restarts follow restartPolicy with Backoff, a pure rate limiter on an
+//     injected clock: the first restart after a reset is immediate, the
+//     n-th waits 1 s x 2^(n-2), capped at 5 min; the count resets after
+//     10 min Ready. Meanwhile the phase is CrashLoopBackOff.
+//   - File events are hints. Folders are watched, events debounced, every
+//     file re-read and compared by content; a save that changes nothing
+//     changes nothing running; a file that does not load keeps the last good
+//     fleet in force and shows its errors (Status.Errors).
+//   - Reported. Every event (starting, ready, exited with reason, backing
+//     off, replaced, stopped, adopted, quarantined) is logged with the
+//     server's name, kept in a bounded ring per server and appended to the
+//     server's events file; status.json is rewritten after changes.
+//
+// Run is `procfleet up`; Converge is `procfleet apply` (OneShot: a server
+// that fails is reported, not restarted); Down is `procfleet down`.
 package reconciler

@@ -341,6 +341,14 @@ func TestFleetLifecycle(t *testing.T) {
 	}
 	pids["web"] = web.PID
 
+	// Identical content saved atomically, then deleted and written again:
+	// nothing restarts (the start counts are checked at the end).
+	f.write()
+	if err := os.Remove(f.file); err != nil {
+		t.Fatal(err)
+	}
+	f.write()
+
 	// Edit api's args and web's probes in one save: api replaced, web not.
 	f.specs["api"].args = []string{"-print", "v2"}
 	f.specs["web"].extra = "  readinessProbe:\n    httpGet: {path: /health}\n    periodSeconds: 1\n"
@@ -409,6 +417,8 @@ func TestAdoptionAfterRestart(t *testing.T) {
 		t.Errorf("a: %d Adopted, %d Starting events; want 1, 0", rr2.ev.count("a", ReasonAdopted), rr2.ev.count("a", ReasonStarting))
 	}
 	for _, n := range []string{"a", "b"} {
+		// b has no port: Ready as soon as it runs, maybe before its stamp.
+		waitFor(t, n+"'s stamp", func() bool { return len(f.starts(n)) >= 1 })
 		if got := len(f.starts(n)); got != 1 {
 			t.Errorf("%s started %d times, want 1", n, got)
 		}

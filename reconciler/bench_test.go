@@ -1,0 +1,123 @@
+package reconciler
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+
+	"github.com/procfleet/procfleet/actuate"
+	"github.com/procfleet/procfleet/observe"
+	"github.com/procfleet/procfleet/spec"
+)
+
+const benchServers = 1000
+
+// benchFleet declares n servers and returns a reconciler over a fresh state
+// folder.
+func benchFleet(b *testing.B, n int) (*Reconciler, *actuate.StateDir, []string) {
+	b.Helper()
+	sd, err := actuate.OpenStateDir(filepath.Join(b.TempDir(), ".procfleet"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	r, err := New(Config{StateDir: sd, Log: logr.Discard()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	fleet := &spec.Fleet{}
+	names := make([]string, n)
+	for i := range n {
+		names[i] = fmt.Sprintf("srv-%04d", i)
+		s := spec.Server{APIVersion: spec.APIVersion, Kind: spec.Kind, Metadata: spec.ObjectMeta{Name: names[i]},
+			Spec: spec.ServerSpec{Command: []string{"/bin/srv"}, Args: []string{"-port", fmt.Sprint(20000 + i)}, Port: 20000 + i}}
+		spec.SetDefaults(&s)
+		fleet.Servers = append(fleet.Servers, s)
+	}
+	r.setDesired(fleet, nil)
+	return r, sd, names
+}
+
+// BenchmarkReconcilePass1000 is one resync pass over 1,000 declared, running,
+// tracked servers: for each, observe (a non-blocking pidfd poll of its
+// pinned process, the in-memory state) and plan, then apply "nothing". The
+// processes are all this benchmark's own process, pinned 1,000 times.
+// DESIGN.md's target is under 50 ms per pass.
+func BenchmarkReconcilePass1000(b *testing.B) {
+	r, _, names := benchFleet(b, benchServers)
+	self := os.Getpid()
+	for _, n := range names {
+		h, err := observe.Pin(self)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { _ = h.Close() })
+		d := r.desired[n]
+		s := r.serverLocked(n)
+		s.tracked = &tracked{rec: actuate.Record{Name: n, PID: self, SpecHash: d.Hash, Port: d.Server.Spec.Port}, handle: h, spec: d.Server.Spec, startedAt: time.Now()}
+		s.phase, s.reason, s.isReady = PhaseRunning, "ready", true
+	}
+	ctx := context.Background()
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		for _, n := range names {
+			if _, err := r.reconcile(ctx, n); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	b.StopTimer()
+	for _, n := range names {
+		if s := r.servers[n]; s.phase != PhaseRunning {
+			b.Fatalf("%s: phase %s after the pass, want Running", n, s.phase)
+		}
+	}
+}
+
+// BenchmarkAdoptionPass1000 is the first pass of a restarted reconciler over
+// 1,000 records: read and trust-check each record file, pin its process,
+// read its identity, decide ownership (Verify), and plan (Adopt). The
+// records all describe this benchmark's own process.
+func BenchmarkAdoptionPass1000(b *testing.B) {
+	r, sd, names := benchFleet(b, benchServers)
+	self := os.Getpid()
+	id, err := observe.ReadIdentity(self)
+	if err != nil {
+		b.Fatal(err)
+	}
+	boot, err := observe.BootID()
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, n := range names {
+		d := r.desired[n]
+		rec := actuate.Record{Version: actuate.RecordVersion, Name: n, PID: self, PGID: id.PGID, StartTime: id.StartTime,
+			BootID: boot, UID: id.UID, Cmdline: id.Cmdline, Port: d.Server.Spec.Port, SpecHash: d.Hash, StartedAt: time.Now().UTC()}
+		if err := sd.WriteRecord(rec); err != nil {
+			b.Fatal(err)
+		}
+	}
+	ctx := context.Background()
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		for _, n := range names {
+			s := r.serverLocked(n)
+			d := r.desired[n]
+			ob, err := r.observe(ctx, s, d, true)
+			if err != nil {
+				b.Fatal(err)
+			}
+			a := PlanServer(n, r.desired, r.observedFor(n, ob.obs, r.desired, true))
+			if a.Kind != ActionAdopt {
+				b.Fatalf("%s: planned %s (%s), want Adopt", n, a.Kind, a.Reason)
+			}
+			closeHandle(&ob)
+		}
+	}
+}
