@@ -109,6 +109,7 @@ type harness struct {
 
 	exclusive  sync.RWMutex // killup holds it; faults that need `up` running hold it shared
 	statusFile atomic.Bool  // no `status` command: read status.json
+	journalMu  sync.Mutex
 	faultWG    sync.WaitGroup
 
 	mu         sync.Mutex
@@ -225,10 +226,25 @@ func (h *harness) fatalf(format string, args ...any) {
 // of them.
 func (h *harness) violation(format string, args ...any) {
 	msg := fmt.Sprintf(format, args...)
+	h.journal("VIOLATION %s", msg)
 	h.mu.Lock()
 	h.violations = append(h.violations, fmt.Sprintf("[%.2fs] %s", time.Since(h.start).Seconds(), msg))
 	h.mu.Unlock()
 	h.t.Logf("[%7.2fs] VIOLATION: %s", time.Since(h.start).Seconds(), msg)
+}
+
+// journal appends a line to run/faults.log: what the soak did, when, to
+// which server and pid, so that a violation can be read against it.
+func (h *harness) journal(format string, args ...any) {
+	line := fmt.Sprintf("%8.3fs %s\n", time.Since(h.start).Seconds(), fmt.Sprintf(format, args...))
+	h.journalMu.Lock()
+	defer h.journalMu.Unlock()
+	f, err := os.OpenFile(filepath.Join(h.run, "faults.log"), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+	if err != nil {
+		return
+	}
+	_, _ = f.WriteString(line)
+	_ = f.Close()
 }
 
 func (h *harness) count(key string, n int) {
@@ -391,6 +407,7 @@ func (h *harness) startUp() {
 		h.t.Fatalf("start procfleet up: %v", err)
 	}
 	u := &upProc{cmd: cmd, done: make(chan struct{}), log: logPath}
+	h.journal("up run %d started: pid %d", n, cmd.Process.Pid)
 	go func() { _ = cmd.Wait(); close(u.done) }()
 	h.mu.Lock()
 	h.up = u
@@ -767,8 +784,11 @@ func (h *harness) chaos(ctx context.Context) {
 	for _, f := range faults {
 		total += f.weight
 	}
-	for pause(ctx, h.between(150*time.Millisecond, 700*time.Millisecond)) {
-		r := h.intn(total)
+	// The schedule (kinds and pauses) has its own generator, so that a seed
+	// replays it exactly; targets depend on the fleet's state at the time.
+	sched := rand.New(rand.NewSource(h.seed))
+	for pause(ctx, 150*time.Millisecond+time.Duration(sched.Intn(551))*time.Millisecond) {
+		r := sched.Intn(total)
 		var f fault
 		for _, f = range faults {
 			if r < f.weight {
@@ -840,6 +860,7 @@ func (h *harness) faultKill(ctx context.Context) bool {
 	if err := syscall.Kill(p.pid, syscall.SIGKILL); err != nil {
 		return false
 	}
+	h.journal("kill: %s pid %d", s.name, p.pid)
 	h.mu.Lock()
 	s.kills++
 	_, tainted := s.tainted[p.pid]
@@ -872,8 +893,10 @@ func (h *harness) faultStopCont(ctx context.Context) bool {
 	if err := syscall.Kill(p.pid, syscall.SIGSTOP); err != nil {
 		return false
 	}
+	h.journal("stopcont: SIGSTOP %s pid %d", s.name, p.pid)
 	time.Sleep(h.between(200*time.Millisecond, 2*time.Second)) // the fault's length, not a wait for anything
 	_ = syscall.Kill(p.pid, syscall.SIGCONT)
+	h.journal("stopcont: SIGCONT %s pid %d", s.name, p.pid)
 	if q, ok := readProc(p.pid); !ok || !q.live() || q.start != p.start {
 		h.violation("stopcont: server %s pid %d ended while SIGSTOPped (nobody was meant to signal it)", s.name, p.pid)
 	}
@@ -887,6 +910,7 @@ func (h *harness) removeAndWait(ctx context.Context, s *server, why string) bool
 		h.violation("%s: remove %s: %v", why, s.file, err)
 		return false
 	}
+	h.journal("%s: removed the file of %s", why, s.name)
 	h.mu.Lock()
 	s.declared = false
 	h.mu.Unlock()
@@ -908,6 +932,7 @@ func (h *harness) removeAndWait(ctx context.Context, s *server, why string) bool
 		return false
 	}
 	h.recovered("remove-to-stopped", d)
+	h.journal("%s: %s stopped after %s", why, s.name, d.Round(time.Millisecond))
 	return true
 }
 
@@ -916,6 +941,7 @@ func (h *harness) declare(s *server) {
 		h.violation("write %s: %v", s.file, err)
 		return
 	}
+	h.journal("declared %s", s.name)
 	h.mu.Lock()
 	s.declared = true
 	h.mu.Unlock()
@@ -941,6 +967,7 @@ func (h *harness) faultPortGrab(ctx context.Context) bool {
 		h.exclusive.RUnlock()
 		return false
 	}
+	h.journal("portgrab: stranger pid %d holds port %d of %s", st.pid, s.port, s.name)
 	h.mu.Lock()
 	s.grabber = st
 	h.mu.Unlock()
@@ -954,6 +981,7 @@ func (h *harness) faultPortGrab(ctx context.Context) bool {
 	s.grabber = nil
 	h.mu.Unlock()
 	h.stopStranger(st)
+	h.journal("portgrab: stranger pid %d released port %d of %s", st.pid, s.port, s.name)
 	d, ok := waitFor(ctx, recoverBound, func() bool { return h.runningAgain(s, 0) })
 	switch {
 	case ok:
@@ -999,6 +1027,7 @@ func (h *harness) faultBadFile(ctx context.Context) bool {
 		return false
 	}
 	h.count("badfile-"+variant, 1)
+	h.journal("badfile: %s written %s (pid %d)", s.name, variant, before.pid)
 	time.Sleep(h.between(300*time.Millisecond, 1500*time.Millisecond)) // the fault's length
 	if st, err := h.status(ctx); err == nil {
 		if len(st.Errors) > 0 {
@@ -1011,6 +1040,7 @@ func (h *harness) faultBadFile(ctx context.Context) bool {
 		h.violation("badfile: restore: %v", err)
 		return true
 	}
+	h.journal("badfile: %s restored", s.name)
 	// The server must have lived through the broken file: same pid, now
 	// and after the watcher's debounce has surely passed.
 	if had {
@@ -1084,16 +1114,33 @@ func (h *harness) faultKillUp(ctx context.Context) bool {
 		h.violation("killup: %v", err)
 		return false
 	}
+	h.journal("killup: SIGKILL up pid %d (%d servers running)", u.cmd.Process.Pid, len(snap))
 	select {
 	case <-u.done:
 	case <-time.After(10 * time.Second):
 		h.violation("killup: up pid %d still alive 10 s after SIGKILL", u.cmd.Process.Pid)
 	}
 	time.Sleep(h.between(0, 1500*time.Millisecond)) // how long up stays down
+	restarted := time.Now()
 	h.startUp()
+	h.mu.Lock()
+	u2 := h.up
+	h.mu.Unlock()
 	// Wait until the new up reports the servers again, then every process
 	// seen before must be the same process: adopted, never started again.
+	// The lock stays held until then: no file changes while up starts.
 	_, settled := waitFor(context.Background(), 20*time.Second, func() bool {
+		select {
+		case <-u2.done:
+			return true
+		default:
+		}
+		if h.statusFile.Load() {
+			fi, err := os.Stat(filepath.Join(h.state, "status.json"))
+			if err != nil || fi.ModTime().Before(restarted) {
+				return false // still the old up's status
+			}
+		}
 		st, err := h.status(context.Background())
 		if err != nil {
 			return false
@@ -1112,8 +1159,15 @@ func (h *harness) faultKillUp(ctx context.Context) bool {
 		}
 		return true
 	})
-	if !settled {
-		h.count("killupNotSettled20s", 1)
+	select {
+	case <-u2.done:
+		b, _ := os.ReadFile(u2.log)
+		h.violation("killup: the restarted up (pid %d) exited at once (%v): %s", u2.cmd.Process.Pid, u2.cmd.ProcessState, bytes.TrimSpace(b))
+		h.startUp()
+	default:
+		if !settled {
+			h.count("killupNotSettled20s", 1)
+		}
 	}
 	for name, p := range snap {
 		q, ok := readProc(p.pid)
@@ -1170,6 +1224,7 @@ func (h *harness) faultCorrupt(ctx context.Context) bool {
 		return false
 	}
 	h.count("corrupt-"+kind, 1)
+	h.journal("corrupt: record of %s (pid %d): %s", s.name, p.pid, kind)
 	return true
 }
 
@@ -1191,6 +1246,7 @@ func (h *harness) faultStranger(ctx context.Context) bool {
 		h.violation("stranger: %v", err)
 		return false
 	}
+	h.journal("stranger: pid %d with the command line of %s", st.pid, s.name)
 	if pause(ctx, h.between(2*time.Second, 10*time.Second)) {
 		h.stopStranger(st)
 	}
