@@ -44,6 +44,7 @@ Exit codes: 0 success, 1 failure, 2 (diff only) changes pending.`,
 		newUpCmd(opts),
 		newApplyCmd(opts),
 		newDownCmd(opts),
+		newStatusCmd(opts),
 	)
 	return cmd
 }
