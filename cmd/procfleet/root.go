@@ -45,6 +45,7 @@ Exit codes: 0 success, 1 failure, 2 (diff only) changes pending.`,
 		newApplyCmd(opts),
 		newDownCmd(opts),
 		newStatusCmd(opts),
+		newDiffCmd(opts),
 	)
 	return cmd
 }

@@ -129,7 +129,7 @@ func checkOutput(o string) error {
 // fleetStatus returns the status of the named servers (all when names is
 // empty): from a running up when one answers, else observed here.
 func fleetStatus(ctx context.Context, opts *globalOptions, names []string) (reconciler.Status, error) {
-	v, err := observeFleet(ctx, opts)
+	v, err := observeFleet(ctx, opts, lookFull)
 	if err != nil {
 		return reconciler.Status{}, err
 	}
@@ -207,10 +207,20 @@ type observedServer struct {
 	Ready *observe.ProbeResult
 }
 
+// look says how much observeFleet looks at.
+type look struct {
+	// Probe runs each owned server's readiness check once.
+	Probe bool
+	// AskUp asks a running up for its status over its socket.
+	AskUp bool
+}
+
+var lookFull = look{Probe: true, AskUp: true}
+
 // observeFleet gathers everything status, describe and diff show: the fleet
 // files, the records verified against the kernel, readiness checked once,
 // status.json, and (when up answers on its socket) up's own status.
-func observeFleet(ctx context.Context, opts *globalOptions) (*fleetView, error) {
+func observeFleet(ctx context.Context, opts *globalOptions, how look) (*fleetView, error) {
 	v := &fleetView{Files: opts.FleetPaths(), Observed: map[string]*observedServer{}}
 	path, err := opts.StateDirPath()
 	if err != nil {
@@ -247,10 +257,10 @@ func observeFleet(ctx context.Context, opts *globalOptions) (*fleetView, error) 
 			}
 			return nil, fmt.Errorf("read the records in %s: %w", v.StateDir.Path, rerr)
 		}
-		v.verify(ctx, recs)
+		v.verify(ctx, recs, how.Probe)
 	}
 
-	if v.StateDir != nil {
+	if v.StateDir != nil && how.AskUp {
 		if st, ok := statusFromUp(ctx, v.StateDir); ok {
 			v.Status, v.Live = statusList{st}, true
 			return v, nil
@@ -318,7 +328,7 @@ func lockHolder(sd *actuate.StateDir) int {
 
 // verify checks each record against the kernel, and runs the readiness
 // check of each owned server once, in parallel.
-func (v *fleetView) verify(ctx context.Context, recs []actuate.Record) {
+func (v *fleetView) verify(ctx context.Context, recs []actuate.Record, probe bool) {
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, probeParallel)
@@ -332,7 +342,7 @@ func (v *fleetView) verify(ctx context.Context, recs []actuate.Record) {
 			if vr.Handle != nil {
 				_ = vr.Handle.Close()
 			}
-			if vr.Verdict == actuate.VerdictOwned {
+			if vr.Verdict == actuate.VerdictOwned && probe {
 				var srv *spec.Server
 				if v.Fleet != nil {
 					srv, _ = v.Fleet.Get(rec.Name)

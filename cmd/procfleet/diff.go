@@ -1,0 +1,222 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/procfleet/procfleet/actuate"
+	"github.com/procfleet/procfleet/observe"
+	"github.com/procfleet/procfleet/reconciler"
+	"github.com/procfleet/procfleet/spec"
+)
+
+func newDiffCmd(opts *globalOptions) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "diff [-f PATH]...",
+		Short: "Show what apply would do, server by server, and why",
+		Long: `Diff compares the fleet files with what runs and prints what 'procfleet apply'
+would do to each server that is not as declared, with the reason:
+
+  + NAME  start: missing (never started, or its process is gone: crashed)
+  ~ NAME  replace: its spec changed (the fields that differ)
+  - NAME  stop: removed from the fleet files
+  ! NAME  quarantined: procfleet cannot prove the process is its own, and
+          will not touch it (how to stop it by hand is printed)
+
+It plans with the same function apply and up use (reconciler.Plan), from the
+same observation a fresh apply starts with: the records in the state folder,
+each checked against the process at its pid. It changes nothing.
+
+Exit status: 0 when the fleet is in sync, 2 when changes are pending, 1 on
+an error (the fleet files do not load, the state folder is unreadable).`,
+		Example: `  # What would apply do?
+  procfleet diff
+
+  # In CI: fail the job when the running fleet drifted from the files
+  procfleet diff -f fleet.d || echo "drift (exit $?)"`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runDiff(cmd.Context(), opts, cmd.OutOrStdout())
+		},
+	}
+	opts.addFileFlags(cmd)
+	return cmd
+}
+
+// diffLine is one server that apply would change.
+type diffLine struct {
+	Name string
+	// Mark is +, ~, - or !.
+	Mark string
+	// What apply would do, and why.
+	What, Why string
+	// Hint says what a person can do (quarantine, port conflict).
+	Hint string
+}
+
+func runDiff(ctx context.Context, opts *globalOptions, w io.Writer) error {
+	v, err := observeFleet(ctx, opts, look{})
+	if err != nil {
+		return fmt.Errorf("diff: %w", err)
+	}
+	if v.LoadErr != nil {
+		return fleetError("diff", v.LoadErr)
+	}
+	lines, inSync := planDiff(v, portHolderNow)
+	if len(lines) == 0 {
+		fmt.Fprintf(w, "in sync: %d server(s) as declared in %s\n", inSync, strings.Join(v.Files, ", "))
+		return nil
+	}
+	for _, l := range lines {
+		fmt.Fprintf(w, "%s %s: %s: %s\n", l.Mark, l.Name, l.What, l.Why)
+		if l.Hint != "" {
+			fmt.Fprintf(w, "    %s\n", l.Hint)
+		}
+	}
+	fmt.Fprintf(w, "%d change(s) pending, %d server(s) in sync; 'procfleet apply' (or a running up) carries them out\n", len(lines), inSync)
+	return silentExit(exitPending)
+}
+
+// diffInputs builds what Plan reads, as a fresh apply sees the world: every
+// declared server with its hash, and every record's verdict; nothing is
+// tracked, nothing remembered (no exits, no backoff).
+func diffInputs(v *fleetView) (map[string]reconciler.Desired, map[string]reconciler.Observed) {
+	desired := map[string]reconciler.Desired{}
+	for i := range v.Fleet.Servers {
+		s := &v.Fleet.Servers[i]
+		desired[s.Metadata.Name] = reconciler.Desired{Server: s, Hash: s.Hash()}
+	}
+	observed := map[string]reconciler.Observed{}
+	for name, ob := range v.Observed {
+		o := reconciler.Observed{Phase: reconciler.PhasePending}
+		switch {
+		case ob.Untrusted != nil:
+			o.Ownership, o.Reason, o.Message = reconciler.OwnQuarantined, string(actuate.UntrustedRecord), ob.Untrusted.Error()
+		case ob.Verdict == actuate.VerdictOwned:
+			o.Ownership, o.SpecHash = reconciler.OwnOwned, ob.Record.SpecHash
+		case ob.Verdict == actuate.VerdictStale:
+			o.Ownership, o.Reason, o.SpecHash = reconciler.OwnStale, ob.Message, ob.Record.SpecHash
+		case ob.Verdict == actuate.VerdictReused:
+			o.Ownership, o.Reason, o.SpecHash = reconciler.OwnReused, ob.Message, ob.Record.SpecHash
+		default:
+			o.Ownership, o.Reason = reconciler.OwnQuarantined, string(ob.Reason)
+			o.Message = ob.Message + "; " + actuate.ManualStopHint(ob.Record)
+		}
+		observed[name] = o
+	}
+	return desired, observed
+}
+
+// planDiff runs the plan and turns each action that changes something into
+// a line. It returns the lines, sorted by name, and how many servers are in
+// sync. portHolder names who holds a port ("" when free).
+func planDiff(v *fleetView, portHolder func(port int) string) ([]diffLine, int) {
+	desired, observed := diffInputs(v)
+	var lines []diffLine
+	inSync := 0
+	for _, a := range reconciler.Plan(desired, observed) {
+		d := desired[a.Server]
+		ob := v.Observed[a.Server]
+		l := diffLine{Name: a.Server}
+		switch a.Kind {
+		case reconciler.ActionNothing, reconciler.ActionAdopt:
+			if d.Server != nil {
+				inSync++
+			}
+			continue
+		case reconciler.ActionStart, reconciler.ActionWait:
+			if d.Server == nil { // a pruned server waiting for its dependents
+				l.Mark, l.What, l.Why = "-", "stop", "removed from the fleet files ("+a.Reason+")"
+				break
+			}
+			l.Mark, l.What, l.Why = "+", "start", missingWhy(a, ob, v)
+			if a.Kind == reconciler.ActionWait {
+				l.What = "start after its dependencies"
+			}
+			if h := portHolder(d.Server.Spec.Port); h != "" {
+				l.Hint = fmt.Sprintf("port %d is held by %s: apply will quarantine this server (PortConflict) until that process is stopped", d.Server.Spec.Port, h)
+			}
+		case reconciler.ActionReplace:
+			l.Mark, l.What = "~", "replace"
+			l.Why = "spec changed: " + strings.Join(changedFields(ob.Record, d.Server), ", ")
+			l.Why += fmt.Sprintf(" (pid %d is stopped, then the new spec started)", ob.Record.PID)
+		case reconciler.ActionStop:
+			l.Mark, l.What = "-", "stop"
+			l.Why = fmt.Sprintf("removed from the fleet files (pid %d is stopped, its record removed)", ob.Record.PID)
+		case reconciler.ActionQuarantine:
+			l.Mark, l.What = "!", "quarantined"
+			l.Why = a.QuarantineReason + ": apply will not touch it and will fail until it is resolved"
+			if ob != nil {
+				l.Hint = ob.Message
+				if ob.Untrusted != nil {
+					l.Hint = ob.Untrusted.Error() + "; check it, then delete it"
+				} else if ob.Verdict == actuate.VerdictQuarantine {
+					l.Hint = ob.Message + "; " + actuate.ManualStopHint(ob.Record)
+				}
+			}
+		default:
+			l.Mark, l.What, l.Why = "?", a.Kind.String(), a.Reason
+		}
+		lines = append(lines, l)
+	}
+	return lines, inSync
+}
+
+// missingWhy says why a declared server is not running.
+func missingWhy(a reconciler.Action, ob *observedServer, v *fleetView) string {
+	why := "missing: never started, or stopped"
+	if saved, ok := v.Saved.Get(a.Server); ok && saved.LastExit != nil {
+		why = "missing: last exit " + saved.LastExit.Reason
+	}
+	if ob != nil && (ob.Verdict == actuate.VerdictStale || ob.Verdict == actuate.VerdictReused) {
+		why = fmt.Sprintf("crashed: %s (its record is stale)", ob.Message)
+	}
+	if a.Kind == reconciler.ActionWait {
+		why += "; " + a.Reason
+	}
+	return why
+}
+
+// changedFields names the spec fields that differ between the running
+// process and the declared spec. The record holds the command line and the
+// port; env and workingDir are known only through the spec hash.
+func changedFields(rec actuate.Record, s *spec.Server) []string {
+	old := spec.ServerSpec{Port: rec.Port}
+	n := len(s.Spec.Command)
+	if len(rec.Cmdline) >= n {
+		old.Command, old.Args = rec.Cmdline[:n], rec.Cmdline[n:]
+	} else {
+		old.Command = rec.Cmdline
+	}
+	cur := spec.ServerSpec{Command: s.Spec.Command, Args: s.Spec.Args, Port: s.Spec.Port}
+	fields := spec.FieldDiff(old, cur)
+	if len(fields) == 0 {
+		return []string{"env or workingDir (the record keeps only their hash)"}
+	}
+	return fields
+}
+
+// portHolderNow names the processes listening on port, "" when none.
+func portHolderNow(port int) string {
+	if port <= 0 {
+		return ""
+	}
+	ls, err := observe.Listeners(port)
+	if err != nil || len(ls) == 0 {
+		return ""
+	}
+	var parts []string
+	for _, l := range ls {
+		if len(l.PIDs) > 0 && l.OwnerVisible {
+			parts = append(parts, fmt.Sprintf("pid %d (%s)", l.PIDs[0], strings.Join(l.Cmdline, " ")))
+		} else {
+			parts = append(parts, fmt.Sprintf("a process of uid %d", l.UID))
+		}
+	}
+	return strings.Join(parts, ", ")
+}
+
