@@ -219,4 +219,3 @@ func portHolderNow(port int) string {
 	}
 	return strings.Join(parts, ", ")
 }
-
