@@ -4,13 +4,18 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/go-logr/logr"
 
 	"github.com/procfleet/procfleet/actuate"
+	"github.com/procfleet/procfleet/internal/testserver"
 	"github.com/procfleet/procfleet/observe"
 	"github.com/procfleet/procfleet/spec"
 )
@@ -119,5 +124,93 @@ func BenchmarkAdoptionPass1000(b *testing.B) {
 			}
 			closeHandle(&ob)
 		}
+	}
+}
+
+// coldStartFleet writes a fleet of n test-server binaries on free ports.
+func coldStartFleet(b *testing.B, n int) (file string, ports []int, bin string) {
+	b.Helper()
+	bin = testserver.Build(b)
+	dir := b.TempDir()
+	var sb strings.Builder
+	for i := range n {
+		port := testserver.FreePort(b)
+		ports = append(ports, port)
+		if i > 0 {
+			sb.WriteString("---\n")
+		}
+		fmt.Fprintf(&sb, "apiVersion: procfleet.dev/v1alpha1\nkind: Server\nmetadata: {name: s%03d}\nspec:\n  command: [%q, -port, %q]\n  port: %d\n", i, bin, strconv.Itoa(port), port)
+	}
+	file = filepath.Join(dir, "procfleet.yaml")
+	if err := os.WriteFile(file, []byte(sb.String()), 0o644); err != nil {
+		b.Fatal(err)
+	}
+	return file, ports, bin
+}
+
+// BenchmarkColdStart100 is `apply --wait` of 100 small servers: from
+// nothing to all Ready (then they are stopped, outside the timer). Compare
+// with BenchmarkColdStart100Direct, the floor (DESIGN.md: within 1.2x).
+func BenchmarkColdStart100(b *testing.B) {
+	file, _, _ := coldStartFleet(b, 100)
+	for b.Loop() {
+		b.StopTimer()
+		sd, err := actuate.OpenStateDir(filepath.Join(b.TempDir(), ".procfleet"))
+		if err != nil {
+			b.Fatal(err)
+		}
+		r, err := New(Config{Files: []string{file}, StateDir: sd, Log: logr.Discard(), OneShot: true})
+		if err != nil {
+			b.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		b.StartTimer()
+		_, err = r.Converge(ctx, ConvergeOptions{Wait: true})
+		b.StopTimer()
+		cancel()
+		if derr := Down(context.Background(), DownConfig{Files: []string{file}, StateDir: sd, Log: logr.Discard()}, nil); derr != nil {
+			b.Fatal(derr)
+		}
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.StartTimer()
+	}
+}
+
+// BenchmarkColdStart100Direct starts the same 100 servers directly, in
+// parallel, and waits until every port accepts: the floor.
+func BenchmarkColdStart100Direct(b *testing.B) {
+	_, ports, bin := coldStartFleet(b, 100)
+	for b.Loop() {
+		cmds := make([]*exec.Cmd, len(ports))
+		var wg sync.WaitGroup
+		for i, port := range ports {
+			wg.Go(func() {
+				c := exec.Command(bin, "-port", strconv.Itoa(port))
+				if err := c.Start(); err != nil {
+					b.Error(err)
+					return
+				}
+				cmds[i] = c
+				deadline := time.Now().Add(time.Minute)
+				for !observe.PortAccepting(context.Background(), port) {
+					if time.Now().After(deadline) {
+						b.Error("not ready")
+						return
+					}
+					time.Sleep(time.Millisecond)
+				}
+			})
+		}
+		wg.Wait()
+		b.StopTimer()
+		for _, c := range cmds {
+			if c != nil {
+				_ = c.Process.Kill()
+				_ = c.Wait()
+			}
+		}
+		b.StartTimer()
 	}
 }

@@ -74,7 +74,7 @@ func Down(ctx context.Context, cfg DownConfig, names []string) error {
 		clk = cfg.Clock
 	}
 	emit := func(name, typ, reason, msg string, detail bool) {
-		cfg.Log.V(boolV(detail)).Info("Event", "server", name, "type", typ, "reason", reason, "message", msg)
+		cfg.Log.V(boolV(detail || cfg.OnEvent != nil)).Info("Event", "server", name, "type", typ, "reason", reason, "message", msg)
 		if cfg.OnEvent != nil {
 			cfg.OnEvent(Event{Time: clk.Now(), Server: name, Type: typ, Reason: reason, Message: msg, Detail: detail})
 		}

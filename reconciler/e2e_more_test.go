@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"os"
+	"os/exec"
 	"strconv"
 	"strings"
 	"testing"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/go-logr/logr/testr"
 
+	"github.com/procfleet/procfleet/actuate"
 	"github.com/procfleet/procfleet/internal/testserver"
 )
 
@@ -203,5 +205,61 @@ func TestConvergeAndDown(t *testing.T) {
 	}
 	if !portFree(dbPort) || !portFree(apiPort) {
 		t.Errorf("ports still held after down")
+	}
+}
+
+// TestRecordsThatProveNothing: a stale record (its process gone) and a
+// record whose pid now belongs to a stranger (this test process, with
+// another start time) are removed without a signal and their servers
+// started; an unparsable record quarantines its server (UntrustedRecord),
+// which is then never started blindly.
+func TestRecordsThatProveNothing(t *testing.T) {
+	f := newTestFleet(t)
+	f.add(&testSpec{name: "stale", port: testserver.FreePort(t)})
+	f.add(&testSpec{name: "reused", port: testserver.FreePort(t)})
+	f.add(&testSpec{name: "corrupt", port: testserver.FreePort(t)})
+	f.write()
+
+	// A pid that is gone: a process that ran and was reaped.
+	gone := exec.Command("/bin/true")
+	if err := gone.Run(); err != nil {
+		t.Fatal(err)
+	}
+	base := actuate.Record{Version: actuate.RecordVersion, PGID: 1, StartTime: 1, BootID: "x", UID: os.Getuid(),
+		Cmdline: []string{"/bin/srv"}, SpecHash: "sha256:old", StartedAt: time.Now().UTC()}
+	rec := base
+	rec.Name, rec.PID, rec.PGID = "stale", gone.ProcessState.Pid(), gone.ProcessState.Pid()
+	if err := f.state.WriteRecord(rec); err != nil {
+		t.Fatal(err)
+	}
+	rec = base
+	rec.Name, rec.PID, rec.PGID = "reused", os.Getpid(), os.Getpid()
+	if err := f.state.WriteRecord(rec); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(f.state.RecordPath("corrupt"), []byte("{not json"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	rr := f.run(t, nil)
+	st := waitStatus(t, rr.r, "stale and reused started, corrupt quarantined", func(st Status) bool {
+		c, _ := st.Get("corrupt")
+		return allReady("stale", "reused")(st) && c.Phase == PhaseQuarantined
+	})
+	if c, _ := st.Get("corrupt"); c.Reason != string(actuate.UntrustedRecord) {
+		t.Errorf("corrupt: reason %q, want UntrustedRecord", c.Reason)
+	}
+	if n := len(f.starts("corrupt")); n != 0 {
+		t.Errorf("corrupt started %d times, want 0", n)
+	}
+	for _, n := range []string{"stale", "reused"} {
+		if rr.ev.count(n, actuate.EventRecordRemoved) != 1 {
+			t.Errorf("%s: no RecordRemoved event", n)
+		}
+	}
+	// The record was moved aside when first read; every pass after it found
+	// no record and still did not start the server (sticky quarantine).
+	if _, err := f.state.ReadRecord("corrupt"); err == nil {
+		t.Errorf("the corrupt record was not moved aside")
 	}
 }

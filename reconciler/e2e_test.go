@@ -455,8 +455,8 @@ func TestPortConflictQuarantines(t *testing.T) {
 		return s.Phase == PhaseQuarantined
 	})
 	s, _ := st.Get("api")
-	if !strings.Contains(s.Reason, strconv.Itoa(stranger.Process.Pid)) {
-		t.Errorf("quarantine reason %q does not name the holder pid %d", s.Reason, stranger.Process.Pid)
+	if s.Reason != ReasonPortConflict || !strings.Contains(s.Message, strconv.Itoa(stranger.Process.Pid)) {
+		t.Errorf("quarantine reason %q, message %q; want PortConflict naming the holder pid %d", s.Reason, s.Message, stranger.Process.Pid)
 	}
 	if n := len(f.starts("api")); n != 0 {
 		t.Errorf("api started %d times while its port was held", n)

@@ -233,7 +233,9 @@ func (r *Reconciler) event(name, typ, reason, message string, detail bool) {
 	if err := r.events.append(e); err != nil {
 		r.log.V(1).Info("Cannot append to the events file", "server", name, "error", err.Error())
 	}
-	if detail {
+	// With OnEvent set (the commands print a progress line per event) the
+	// log line would say it twice: it moves to V(1).
+	if detail || r.cfg.OnEvent != nil {
 		r.log.V(1).Info("Event", "server", name, "type", typ, "reason", reason, "message", message)
 	} else {
 		r.log.Info("Event", "server", name, "type", typ, "reason", reason, "message", message)
@@ -400,6 +402,7 @@ func (r *Reconciler) names() []string {
 func (r *Reconciler) quarantineUntrusted(ue *actuate.UntrustedRecordError) {
 	r.mu.Lock()
 	s := r.serverLocked(ue.Name)
+	s.quarantine = &actuate.QuarantineError{Name: ue.Name, Reason: actuate.UntrustedRecord, Message: ue.Error()}
 	was := s.phase
 	r.setPhaseLocked(s, PhaseQuarantined, string(actuate.UntrustedRecord))
 	s.message = ue.Error()
@@ -436,9 +439,23 @@ func (r *Reconciler) enqueueDependents(name string) {
 	}
 }
 
-// setup prepares the queue and the exit watcher.
+// setup prepares the queue and the exit watcher, and carries over the
+// restart counts and last exits of the previous run's status.json.
 func (r *Reconciler) setup() error {
 	r.queue = newQueue(r.clock)
+	if r.cfg.StateDir != nil {
+		if prev, err := ReadStatus(r.cfg.StateDir.StatusPath()); err == nil {
+			r.mu.Lock()
+			for _, ps := range prev.Servers {
+				if _, ok := r.desired[ps.Name]; !ok {
+					continue
+				}
+				s := r.serverLocked(ps.Name)
+				s.restarts, s.lastExit = ps.Restarts, ps.LastExit
+			}
+			r.mu.Unlock()
+		}
+	}
 	if r.exits == nil {
 		w, err := observe.NewExitWatcher(r.log)
 		if err != nil {

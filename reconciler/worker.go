@@ -150,10 +150,22 @@ func (r *Reconciler) observeRecord(s *server, ob *observation) error {
 		switch {
 		case isNotExist(err):
 			r.mu.Lock()
-			s.quarantine = nil
+			q := s.quarantine
+			if q != nil && q.Reason != actuate.UntrustedRecord {
+				s.quarantine = nil // the unkillable process is gone
+			}
 			r.mu.Unlock()
+			if q != nil && q.Reason == actuate.UntrustedRecord {
+				// Its record was moved aside: whatever it described may
+				// still run. Never start a second copy blindly; a restart
+				// of procfleet (or the operator) clears it.
+				ob.obs = Observed{Ownership: OwnQuarantined, Reason: string(q.Reason), Message: q.Message}
+			}
 			return nil
 		case errors.As(err, &ue):
+			r.mu.Lock()
+			s.quarantine = &actuate.QuarantineError{Name: s.name, Reason: actuate.UntrustedRecord, Message: ue.Error()}
+			r.mu.Unlock()
 			ob.obs = Observed{Ownership: OwnQuarantined, Reason: string(actuate.UntrustedRecord), Message: ue.Error()}
 			return nil
 		}
@@ -271,9 +283,10 @@ func (r *Reconciler) apply(ctx context.Context, s *server, d Desired, a Action, 
 	switch a.Kind {
 	case ActionNothing:
 		r.mu.Lock()
-		r.setPhaseLocked(s, a.Phase, a.Reason)
 		if a.Phase == PhaseQuarantined {
-			s.message = ob.obs.Message
+			r.setQuarantinedLocked(s, a)
+		} else {
+			r.setPhaseLocked(s, a.Phase, a.Reason)
 		}
 		_, declared := r.desired[s.name]
 		if !declared && a.Phase == PhaseStopped && s.tracked == nil && !s.starting {
@@ -293,8 +306,7 @@ func (r *Reconciler) apply(ctx context.Context, s *server, d Desired, a Action, 
 		return Result{RequeueAfter: a.RequeueAfter}, nil
 	case ActionQuarantine:
 		r.mu.Lock()
-		r.setPhaseLocked(s, PhaseQuarantined, a.Reason)
-		s.message = ob.obs.Message
+		r.setQuarantinedLocked(s, a)
 		r.mu.Unlock()
 		r.event(s.name, EventWarning, ReasonQuarantined, a.Reason+" (nothing signalled)", false)
 		return Result{}, nil
@@ -329,6 +341,20 @@ func (r *Reconciler) apply(ctx context.Context, s *server, d Desired, a Action, 
 	return Result{}, fmt.Errorf("reconcile %s: unknown action %s", s.name, a.Kind)
 }
 
+// setQuarantinedLocked reports s Quarantined: the reason is the quarantine
+// reason (PortConflict, UnverifiedOwner...), the message says the rest.
+func (r *Reconciler) setQuarantinedLocked(s *server, a Action) {
+	reason := a.QuarantineReason
+	if reason == "" {
+		reason = a.Reason
+	}
+	r.setPhaseLocked(s, PhaseQuarantined, reason)
+	if s.message != a.Reason {
+		s.message = a.Reason
+		r.kickStatus()
+	}
+}
+
 // adopt takes an owned process found from its record into the reconciler's
 // care: its exit is watched, its probes run; it is never started again.
 func (r *Reconciler) adopt(ctx context.Context, s *server, d Desired, rec actuate.Record, h *observe.Handle) {
@@ -340,22 +366,40 @@ func (r *Reconciler) adopt(ctx context.Context, s *server, d Desired, rec actuat
 	r.mu.Unlock()
 	r.exits.Watch(h, func() { r.queue.Add(s.name) })
 	r.event(s.name, EventNormal, ReasonAdopted, fmt.Sprintf("adopted pid %d (%s)", rec.PID, rec.StartedAt.Format(time.RFC3339)), false)
-	// One readiness check now (off the worker); declared probes go on.
+	// Readiness is checked off the worker until it passes (the process may
+	// have been adopted mid-start), with backoff from 100 ms to 5 s; then
+	// only declared probes go on.
 	ready := readinessCheck(d.Server)
 	r.starts.Go(func() {
-		ok, msg := true, ""
-		if ready != nil {
-			res := ready(ctx)
-			ok, msg = res.OK, res.Message
-		}
-		r.mu.Lock()
-		if s.tracked == t {
-			r.setReadyLocked(s, ok, "", msg)
-		}
-		r.mu.Unlock()
-		r.queue.Add(s.name)
-		if ok {
-			r.enqueueDependents(s.name)
+		wait := 10 * startupReadyPeriod
+		for {
+			ok, msg := true, ""
+			if ready != nil {
+				res := ready(ctx)
+				ok, msg = res.OK, res.Message
+			}
+			r.mu.Lock()
+			current := s.tracked == t
+			if current {
+				r.setReadyLocked(s, ok, "", msg)
+			}
+			r.mu.Unlock()
+			if !current || ctx.Err() != nil {
+				return
+			}
+			if ok {
+				r.queue.Add(s.name)
+				r.enqueueDependents(s.name)
+				return
+			}
+			timer := r.clock.NewTimer(wait)
+			select {
+			case <-ctx.Done():
+				timer.Stop()
+				return
+			case <-timer.C():
+			}
+			wait = min(2*wait, 5*time.Second)
 		}
 	})
 	r.startProbes(ctx, s, d.Server, t)
@@ -447,8 +491,7 @@ func (r *Reconciler) startFailed(s *server, d Desired, err error) (Result, error
 		r.mu.Lock()
 		s.portHolder = holder
 		r.setPhaseLocked(s, PhasePending, se.Message)
-		r.setPhaseLocked(s, PhaseQuarantined, se.Message)
-		s.message = string(actuate.PortConflict)
+		r.setQuarantinedLocked(s, Action{QuarantineReason: ReasonPortConflict, Reason: se.Message})
 		r.mu.Unlock()
 		r.event(s.name, EventWarning, ReasonQuarantined, "PortConflict: "+se.Message+" (nothing signalled)", false)
 		return Result{}, nil
