@@ -389,8 +389,8 @@ func waitDone(ctx context.Context, done <-chan struct{}, d time.Duration) bool {
 // StartupTimeout stops it with the full stop sequence, then gives
 // *StartError "not ready after Ns". In both cases the process, its record
 // and the handle are gone when it returns. If ctx ends first, the server is
-// left running with its record (it is adopted later) and ctx's error is
-// returned.
+// left running with its record (it is adopted later), r.Handle is closed,
+// and ctx's error is returned.
 func (a *Actuator) WaitReady(ctx context.Context, req StartRequest, r *Running) error {
 	timeout := req.StartupTimeout
 	if timeout <= 0 {
