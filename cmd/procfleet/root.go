@@ -46,6 +46,7 @@ Exit codes: 0 success, 1 failure, 2 (diff only) changes pending.`,
 		newDownCmd(opts),
 		newStatusCmd(opts),
 		newDiffCmd(opts),
+		newDescribeCmd(opts),
 	)
 	return cmd
 }

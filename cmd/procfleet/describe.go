@@ -1,0 +1,446 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/procfleet/procfleet/actuate"
+	"github.com/procfleet/procfleet/internal/api"
+	"github.com/procfleet/procfleet/internal/logfile"
+	"github.com/procfleet/procfleet/observe"
+	"github.com/procfleet/procfleet/reconciler"
+	"github.com/procfleet/procfleet/spec"
+)
+
+// How much describe shows.
+const (
+	describeLogLines   = 20
+	describeEventLines = 25
+)
+
+func newDescribeCmd(opts *globalOptions) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "describe NAME",
+		Short: "Show one server in detail, with its recent events",
+		Long: `Describe shows one server in detail:
+
+  - its status (phase, readiness, reason, restarts) and conditions;
+  - its spec as the fleet files declare it (env values are not shown);
+  - its ownership record, and the process at the record's pid as observed
+    now, with the verdict of the ownership check (and its evidence);
+  - its probes, run once now;
+  - its last exit and the last lines of its log;
+  - its recent events (kept by up and apply in the state folder, so they
+    survive a restart): starts, readiness, exits, every signal sent with the
+    evidence that allowed it, quarantines;
+  - for a quarantined server, the command to stop it by hand, with its pid
+    and process group.
+
+It works with or without a running up, and changes nothing.`,
+		Example: `  # Why is api not Ready?
+  procfleet describe api
+
+  # A server of a fleet in a folder
+  procfleet describe web -f fleet.d`,
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) != 1 {
+				return &exitError{code: exitFailure, err: fmt.Errorf("describe: want exactly one server NAME, got %d (see 'procfleet status' for the names)", len(args))}
+			}
+			if err := api.CheckName(args[0]); err != nil {
+				return &exitError{code: exitFailure, err: fmt.Errorf("describe: %w", err)}
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runDescribe(cmd.Context(), opts, args[0], cmd.OutOrStdout())
+		},
+	}
+	opts.addFileFlags(cmd)
+	return cmd
+}
+
+func runDescribe(ctx context.Context, opts *globalOptions, name string, w io.Writer) error {
+	v, err := observeFleet(ctx, opts, lookFull)
+	if err != nil {
+		return fmt.Errorf("describe: %w", err)
+	}
+	st, ok := v.Status.Get(name)
+	if !ok {
+		return fmt.Errorf("describe: no server named %s in %s (see 'procfleet status' for the names)", name, v.describeSources())
+	}
+	var decl *spec.Server
+	if v.Fleet != nil {
+		decl, _ = v.Fleet.Get(name)
+	}
+	d := describer{w: w, now: time.Now()}
+	d.status(st, v.Live)
+	d.spec(decl, v.Fleet != nil)
+	ob := v.Observed[name]
+	d.record(ob, decl)
+	d.probes(ctx, decl, ob)
+	d.conditions(st.Conditions)
+	d.lastExit(st, ob)
+	if v.StateDir != nil {
+		d.logTail(v.StateDir.LogPath(name), st)
+		d.events(v.StateDir.EventsPath(name))
+	}
+	d.quarantine(st, ob)
+	return d.err
+}
+
+// describer writes describe's sections; the first write error sticks.
+type describer struct {
+	w   io.Writer
+	now time.Time
+	err error
+}
+
+func (d *describer) printf(format string, args ...any) {
+	if d.err != nil {
+		return
+	}
+	_, d.err = fmt.Fprintf(d.w, format, args...)
+}
+
+// field prints "  Key:  value" with keys aligned at indent.
+func (d *describer) field(indent int, key, value string) {
+	d.printf("%s%-*s %s\n", strings.Repeat(" ", indent), 15-indent, key+":", value)
+}
+
+func (d *describer) status(st reconciler.ServerStatus, live bool) {
+	d.field(0, "Name", st.Name)
+	phase := st.Phase.String()
+	if st.Ready {
+		phase += " (Ready)"
+	} else {
+		phase += " (not Ready)"
+	}
+	d.field(0, "Phase", phase)
+	if st.Reason != "" {
+		d.field(0, "Reason", st.Reason)
+	}
+	if st.Message != "" {
+		d.field(0, "Message", indentLines(st.Message, 16))
+	}
+	d.field(0, "PID", dash(st.PID))
+	d.field(0, "Port", dash(st.Port))
+	d.field(0, "Restarts", strconv.Itoa(st.Restarts))
+	if st.StartedAt != nil {
+		d.field(0, "Started", fmt.Sprintf("%s (%s ago)", st.StartedAt.Format(time.RFC3339), shortAge(d.now.Sub(*st.StartedAt))))
+	}
+	src := "observed now (no procfleet up answered on its socket) and status.json"
+	if live {
+		src = "the running procfleet up"
+	}
+	d.field(0, "Source", src)
+}
+
+func (d *describer) spec(s *spec.Server, loaded bool) {
+	d.printf("\nSpec:\n")
+	if s == nil {
+		if loaded {
+			d.printf("  (not in the fleet files: 'procfleet apply' or a running up stops it)\n")
+		} else {
+			d.printf("  (the fleet files do not load: see 'procfleet validate')\n")
+		}
+		return
+	}
+	sp := s.Spec
+	if s.Source.File != "" {
+		d.field(2, "File", fmt.Sprintf("%s:%d", s.Source.File, s.Source.Line))
+	}
+	d.field(2, "Command", quoteArgs(sp.Argv()))
+	d.field(2, "Working dir", sp.WorkingDir)
+	if len(sp.Env) > 0 {
+		names := make([]string, len(sp.Env))
+		for i, e := range sp.Env {
+			names[i] = e.Name
+		}
+		d.field(2, "Env", strings.Join(names, ", ")+" (values not shown)")
+	}
+	d.field(2, "Port", dash(sp.Port))
+	d.field(2, "Restart", string(sp.RestartPolicy))
+	if len(sp.DependsOn) > 0 {
+		d.field(2, "Depends on", strings.Join(sp.DependsOn, ", "))
+	}
+	ready := probeText(sp.EffectiveReadiness(), sp.Port)
+	if sp.ReadinessProbe == nil && sp.Port > 0 {
+		ready += " (default: the port accepts TCP)"
+	}
+	d.field(2, "Readiness", ready)
+	d.field(2, "Liveness", probeText(sp.LivenessProbe, sp.Port))
+	d.field(2, "Timeouts", fmt.Sprintf("startup %s, grace %s, kill %s", sp.StartupTimeout(), sp.TerminationGracePeriod(), sp.KillTimeout()))
+	d.field(2, "Spec hash", s.Hash())
+}
+
+// probeText describes a probe in one line.
+func probeText(p *spec.Probe, port int) string {
+	if p == nil {
+		if port == 0 {
+			return "none (running is ready)"
+		}
+		return "none"
+	}
+	pt := func(n int) int {
+		if n == 0 {
+			return port
+		}
+		return n
+	}
+	var what string
+	switch {
+	case p.HTTPGet != nil:
+		host := p.HTTPGet.Host
+		if host == "" {
+			host = "127.0.0.1"
+		}
+		what = fmt.Sprintf("http-get http://%s:%d%s", host, pt(p.HTTPGet.Port), p.HTTPGet.Path)
+	case p.TCPSocket != nil:
+		what = fmt.Sprintf("tcp-socket :%d", pt(p.TCPSocket.Port))
+	case p.Exec != nil:
+		what = "exec " + quoteArgs(p.Exec.Command)
+	}
+	fail := p.FailureThreshold
+	if fail <= 0 {
+		fail = 3
+	}
+	return fmt.Sprintf("%s every %s, timeout %s, delay %s, failure threshold %d", what, p.Period(), p.Timeout(), p.InitialDelay(), fail)
+}
+
+func (d *describer) record(ob *observedServer, decl *spec.Server) {
+	d.printf("\nRecord:\n")
+	if ob == nil {
+		d.printf("  (none: procfleet runs no process for this server)\n")
+		return
+	}
+	if ob.Untrusted != nil {
+		d.printf("  untrusted: %s\n", ob.Untrusted.Error())
+		return
+	}
+	r := ob.Record
+	d.field(2, "PID", fmt.Sprintf("%d (process group %d)", r.PID, r.PGID))
+	d.field(2, "Start time", fmt.Sprintf("%d, boot id %s", r.StartTime, r.BootID))
+	if r.PidfdInode != 0 {
+		d.field(2, "Pidfd inode", strconv.FormatUint(r.PidfdInode, 10))
+	}
+	d.field(2, "Cmdline", quoteArgs(r.Cmdline))
+	d.field(2, "UID", strconv.Itoa(r.UID))
+	d.field(2, "Started at", r.StartedAt.Format(time.RFC3339))
+	hash := r.SpecHash
+	if decl != nil {
+		if decl.Hash() == r.SpecHash {
+			hash += " (matches the fleet files)"
+		} else {
+			hash += " (differs from the fleet files: 'procfleet apply' replaces it; 'procfleet diff' says which fields)"
+		}
+	}
+	d.field(2, "Spec hash", hash)
+
+	d.printf("\nProcess (observed now):\n")
+	verdict := ob.Verdict.String()
+	switch ob.Verdict {
+	case actuate.VerdictOwned:
+		verdict += ": the record proves procfleet started it"
+	case actuate.VerdictStale:
+		verdict += ": the process is gone"
+	case actuate.VerdictReused:
+		verdict += ": the pid belongs to another process now (nothing will be signalled)"
+	case actuate.VerdictQuarantine:
+		verdict += " (" + string(ob.Reason) + "): procfleet will not signal it"
+	}
+	d.field(2, "Verdict", verdict)
+	if ob.Message != "" {
+		d.field(2, "Why", ob.Message)
+	}
+	if ob.Evidence != "" {
+		d.field(2, "Evidence", ob.Evidence)
+	}
+	if id := ob.Identity; id.PID > 0 {
+		d.field(2, "State", fmt.Sprintf("%s, ppid %d, pgid %d, sid %d, uid %d", id.State, id.PPID, id.PGID, id.SID, id.UID))
+		d.field(2, "Start time", strconv.FormatUint(id.StartTime, 10))
+		d.field(2, "Cmdline", quoteArgs(id.Cmdline))
+	}
+}
+
+func (d *describer) probes(ctx context.Context, decl *spec.Server, ob *observedServer) {
+	d.printf("\nProbes (run now):\n")
+	if ob == nil || ob.Verdict != actuate.VerdictOwned || ob.Untrusted != nil {
+		d.printf("  (not run: no process of this server is running)\n")
+		return
+	}
+	show := func(kind string, r *observe.ProbeResult) {
+		if r == nil {
+			d.field(2, kind, "none")
+			return
+		}
+		res := "passed"
+		if !r.OK {
+			res = "failed"
+		}
+		msg := ""
+		if r.Message != "" {
+			msg = ": " + r.Message
+		}
+		d.field(2, kind, fmt.Sprintf("%s in %s%s", res, r.Duration.Round(time.Microsecond*100), msg))
+	}
+	show("Readiness", ob.Ready)
+	if decl != nil && decl.Spec.LivenessProbe != nil {
+		if r, ok := runProbe(ctx, decl, decl.Spec.LivenessProbe); ok {
+			show("Liveness", &r)
+		}
+	}
+}
+
+func (d *describer) conditions(cs []reconciler.Condition) {
+	d.printf("\nConditions:\n")
+	if d.err != nil {
+		return
+	}
+	tw := tabwriter.NewWriter(d.w, 0, 8, 2, ' ', 0)
+	fmt.Fprintln(tw, "  TYPE\tSTATUS\tREASON\tLAST TRANSITION\tMESSAGE")
+	for _, c := range cs {
+		when := "-"
+		if !c.LastTransitionTime.IsZero() {
+			when = c.LastTransitionTime.Format(time.RFC3339)
+		}
+		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\n", c.Type, c.Status, orDash(c.Reason), when, orDash(firstLine(c.Message)))
+	}
+	d.err = tw.Flush()
+}
+
+func (d *describer) lastExit(st reconciler.ServerStatus, ob *observedServer) {
+	d.printf("\nLast exit:\n")
+	switch {
+	case st.LastExit != nil:
+		e := st.LastExit
+		d.field(2, "Reason", e.Reason)
+		code := strconv.Itoa(e.Code)
+		if e.Signal != "" {
+			code += ", signal " + e.Signal
+		}
+		d.field(2, "Code", code)
+		if !e.At.IsZero() {
+			d.field(2, "At", fmt.Sprintf("%s (%s ago)", e.At.Format(time.RFC3339), shortAge(d.now.Sub(e.At))))
+		}
+	case ob != nil && (ob.Verdict == actuate.VerdictStale || ob.Verdict == actuate.VerdictReused):
+		d.printf("  %s; how it ended is unknown: no procfleet up or apply was watching it (see the log below)\n", ob.Message)
+	default:
+		d.printf("  (none recorded)\n")
+	}
+}
+
+func (d *describer) logTail(path string, st reconciler.ServerStatus) {
+	lines, err := logfile.TailFiles([]string{logfile.RotatedPath(path, 1), path}, describeLogLines)
+	d.printf("\nLog (last %d lines of %s):\n", describeLogLines, path)
+	switch {
+	case err != nil:
+		d.printf("  (cannot read it: %v)\n", err)
+	case len(lines) == 0:
+		d.printf("  (empty)\n")
+	}
+	for _, l := range lines {
+		d.printf("  %s\n", l)
+	}
+	if st.Name != "" && len(lines) > 0 {
+		d.printf("  (more: procfleet logs %s --tail 200)\n", st.Name)
+	}
+}
+
+func (d *describer) events(path string) {
+	evs, bad, err := readEvents(path, describeEventLines)
+	d.printf("\nEvents (last %d, oldest first):\n", describeEventLines)
+	switch {
+	case err != nil:
+		d.printf("  (cannot read %s: %v)\n", path, err)
+		return
+	case len(evs) == 0:
+		d.printf("  (none)\n")
+		return
+	}
+	if d.err != nil {
+		return
+	}
+	tw := tabwriter.NewWriter(d.w, 0, 8, 2, ' ', 0)
+	fmt.Fprintln(tw, "  TIME\tTYPE\tREASON\tMESSAGE")
+	for _, e := range evs {
+		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\n", e.Time.Local().Format("2006-01-02 15:04:05.000"), e.Type, e.Reason, firstLine(e.Message))
+	}
+	d.err = tw.Flush()
+	if bad > 0 {
+		d.printf("  (%d line(s) of %s were not events and were skipped)\n", bad, path)
+	}
+}
+
+// readEvents returns the last n events of a server's events file (and its
+// rotated copy), oldest first, and how many lines did not parse. A missing
+// file means no events.
+func readEvents(path string, n int) ([]reconciler.Event, int, error) {
+	lines, err := logfile.TailFiles([]string{path + ".1", path}, n)
+	if err != nil {
+		return nil, 0, err
+	}
+	evs := make([]reconciler.Event, 0, len(lines))
+	bad := 0
+	for _, l := range lines {
+		var e reconciler.Event
+		if err := json.Unmarshal([]byte(l), &e); err != nil || e.Reason == "" {
+			bad++
+			continue
+		}
+		evs = append(evs, e)
+	}
+	return evs, bad, nil
+}
+
+func (d *describer) quarantine(st reconciler.ServerStatus, ob *observedServer) {
+	if st.Phase != reconciler.PhaseQuarantined {
+		return
+	}
+	d.printf("\nQuarantined (%s): procfleet signals nothing and keeps the record.\n", st.Reason)
+	switch {
+	case ob != nil && ob.Untrusted != nil:
+		d.printf("  The record file was moved aside to %s; check it, delete it, then run 'procfleet apply'.\n", ob.Untrusted.MovedTo)
+	case ob != nil && ob.Record.PID > 0:
+		d.printf("  To stop it by hand: %s\n", actuate.ManualStopHint(ob.Record))
+	default:
+		d.printf("  Free what blocks it (see Message above), then run 'procfleet apply' or wait for the running up.\n")
+	}
+}
+
+func quoteArgs(argv []string) string {
+	q := make([]string, len(argv))
+	for i, a := range argv {
+		if a == "" || strings.ContainsAny(a, " \t\n'\"\\$`") {
+			q[i] = strconv.Quote(a)
+		} else {
+			q[i] = a
+		}
+	}
+	return strings.Join(q, " ")
+}
+
+func indentLines(s string, n int) string {
+	return strings.ReplaceAll(s, "\n", "\n"+strings.Repeat(" ", n))
+}
+
+func firstLine(s string) string {
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		return s[:i] + " ..."
+	}
+	return s
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
