@@ -1135,11 +1135,12 @@ func (h *harness) faultKillUp(ctx context.Context) bool {
 			return true
 		default:
 		}
-		if h.statusFile.Load() {
-			fi, err := os.Stat(filepath.Join(h.state, "status.json"))
-			if err != nil || fi.ModTime().Before(restarted) {
-				return false // still the old up's status
-			}
+		// status.json newer than the restart: the new up has loaded the
+		// files and is reconciling (before that, status shows only what
+		// live observation sees, which would settle at once).
+		fi, err := os.Stat(filepath.Join(h.state, "status.json"))
+		if err != nil || fi.ModTime().Before(restarted) {
+			return false
 		}
 		st, err := h.status(context.Background())
 		if err != nil {
