@@ -45,6 +45,7 @@ type options struct {
 	install   bool
 
 	procfleetBin string
+	src          string
 }
 
 func parseFlags(args []string, stderr io.Writer) (options, error) {
@@ -65,6 +66,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.BoolVar(&o.keep, "keep", false, "keep the temp folder (configs, logs, stamps)")
 	fs.StringVar(&o.pm2Dir, "pm2-dir", filepath.Join(home, ".cache", "procfleet-bench", "pm2"), "where PM2 is installed from npm")
 	fs.StringVar(&o.procfleetBin, "procfleet-bin", "", "use this procfleet binary instead of building ./cmd/procfleet")
+	fs.StringVar(&o.src, "src", "head", "what procfleet is built and benchmarked from: head (the committed HEAD, exported with git archive) or worktree (the work tree as it is)")
 	fs.BoolVar(&o.install, "install", true, "install supervisord (apt-get) and PM2 (npm) when missing")
 	if err := fs.Parse(args); err != nil {
 		return o, err
@@ -80,6 +82,9 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		if !slices.Contains(allScenarios, s) {
 			return o, fmt.Errorf("unknown scenario %q (want %s)", s, strings.Join(allScenarios, ", "))
 		}
+	}
+	if o.src != "head" && o.src != "worktree" {
+		return o, fmt.Errorf("-src %q: want head or worktree", o.src)
 	}
 	if o.n < 2 || o.kills < 1 || o.idle <= 0 {
 		return o, errors.New("-n must be at least 2, -kills at least 1, -idle positive")
@@ -159,7 +164,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	r := &runner{
-		log: lg, res: res, rows: rs, tmp: tmp, root: root, workload: workload, ports: ports,
+		log: lg, res: res, rows: rs, tmp: tmp, root: root, src: root, workload: workload, ports: ports,
 		n: o.n, kills: o.kills, crashSame: o.crashSame, idle: o.idle, scenarios: sc, client: newHealthClient(),
 	}
 
@@ -251,9 +256,11 @@ func (r *runner) preparePeers(ctx context.Context, o options) ([]peerMaker, Vers
 		var err error
 		switch name {
 		case peerProcfleet:
-			v.Procfleet = gitRev(ctx, r.root)
 			var bin string
-			bin, err = r.buildProcfleet(ctx, o.procfleetBin)
+			v.Procfleet, err = r.procfleetSource(ctx, o)
+			if err == nil {
+				bin, err = r.buildProcfleet(ctx, o.procfleetBin)
+			}
 			if err == nil {
 				mk = func(dir string) Peer { return newProcfleetPeer(bin, dir) }
 			}
@@ -290,7 +297,7 @@ func (r *runner) buildProcfleet(ctx context.Context, prebuilt string) (string, e
 	bin := prebuilt
 	if bin == "" {
 		bin = filepath.Join(r.tmp, "bin", "procfleet")
-		if _, err := runCmdIn(ctx, r.root, 5*time.Minute, "go", "build", "-o", bin, "./cmd/procfleet"); err != nil {
+		if _, err := runCmdIn(ctx, r.src, 5*time.Minute, "go", "build", "-o", bin, "./cmd/procfleet"); err != nil {
 			return "", fmt.Errorf("build procfleet: %w", err)
 		}
 	}
@@ -326,6 +333,35 @@ func moduleRoot(ctx context.Context) (string, error) {
 		return "", errors.New("find module root: run the bench from inside the procfleet repository")
 	}
 	return filepath.Dir(mod), nil
+}
+
+// procfleetSource sets r.src, the tree procfleet is built and benchmarked
+// from, and returns its version text. With -src head it is the committed
+// HEAD exported into the temp folder, so other people's uncommitted edits in
+// a shared work tree are not measured.
+func (r *runner) procfleetSource(ctx context.Context, o options) (string, error) {
+	r.src = r.root
+	if o.src == "worktree" || o.procfleetBin != "" {
+		return gitRev(ctx, r.root), nil
+	}
+	out, err := runCmdIn(ctx, r.root, 30*time.Second, "git", "rev-parse", "--short", "HEAD")
+	if err != nil {
+		return "", fmt.Errorf("find HEAD: %w", err)
+	}
+	rev := strings.TrimSpace(string(out))
+	dst := filepath.Join(r.tmp, "src")
+	if err := os.MkdirAll(dst, 0o755); err != nil {
+		return "", fmt.Errorf("export HEAD: %w", err)
+	}
+	archive := filepath.Join(r.tmp, "src.tar")
+	if _, err := runCmdIn(ctx, r.root, 2*time.Minute, "git", "archive", "--format=tar", "-o", archive, "HEAD"); err != nil {
+		return "", fmt.Errorf("export HEAD: %w", err)
+	}
+	if _, err := runCmdIn(ctx, dst, 2*time.Minute, "tar", "-xf", archive); err != nil {
+		return "", fmt.Errorf("export HEAD: %w", err)
+	}
+	r.src = dst
+	return rev + " (committed HEAD)", nil
 }
 
 func gitRev(ctx context.Context, root string) string {
@@ -455,7 +491,7 @@ func pm2Version(dir string) string {
 func (r *runner) plan(ctx context.Context) {
 	const name = "BenchmarkReconcilePass1000"
 	found := false
-	files, _ := filepath.Glob(filepath.Join(r.root, "reconciler", "*_test.go"))
+	files, _ := filepath.Glob(filepath.Join(r.src, "reconciler", "*_test.go"))
 	for _, f := range files {
 		if data, err := os.ReadFile(f); err == nil && strings.Contains(string(data), "func "+name+"(") {
 			found = true
@@ -467,7 +503,7 @@ func (r *runner) plan(ctx context.Context) {
 		return
 	}
 	r.log.Printf("plan: go test -bench %s ./reconciler/", name)
-	out, err := runCmdIn(ctx, r.root, 10*time.Minute, "go", "test", "-run=^$", "-bench=^"+name+"$", "-benchmem", "-count=1", "./reconciler/")
+	out, err := runCmdIn(ctx, r.src, 10*time.Minute, "go", "test", "-run=^$", "-bench=^"+name+"$", "-benchmem", "-count=1", "./reconciler/")
 	if err != nil {
 		r.res.Fail(r.rows.plan, peerProcfleet, err)
 		return

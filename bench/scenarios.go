@@ -113,6 +113,7 @@ type runner struct {
 	rows      rows
 	tmp       string
 	root      string // module root
+	src       string // tree procfleet is built from (-src)
 	workload  string
 	ports     []int
 	n         int
