@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -212,5 +213,49 @@ func BenchmarkColdStart100Direct(b *testing.B) {
 			}
 		}
 		b.StartTimer()
+	}
+}
+
+// BenchmarkCrashRestart is kill -9 of a running server to its replacement
+// Ready (port accepting), under Run: the exit is an event (pidfd), the
+// first restart after a reset immediate. The backoff is forgotten before
+// each kill so that every iteration is a "first restart".
+func BenchmarkCrashRestart(b *testing.B) {
+	file, _, _ := coldStartFleet(b, 1)
+	sd, err := actuate.OpenStateDir(filepath.Join(b.TempDir(), ".procfleet"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	readyc := make(chan int, 16)
+	bo := &Backoff{}
+	r, err := New(Config{Files: []string{file}, StateDir: sd, Log: logr.Discard(), ResyncPeriod: -1, Backoff: bo,
+		OnEvent: func(e Event) {
+			if e.Reason == ReasonReady {
+				readyc <- 1
+			}
+		}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = r.Run(ctx) }()
+	defer func() {
+		cancel()
+		<-done
+		_ = Down(context.Background(), DownConfig{Files: []string{file}, StateDir: sd, Log: logr.Discard()}, nil)
+	}()
+	<-readyc
+	for b.Loop() {
+		pid := pidOf(r.Status(), "s000")
+		bo.Forget("s000")
+		if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+			b.Fatal(err)
+		}
+		select {
+		case <-readyc:
+		case <-time.After(time.Minute):
+			b.Fatal("not restarted")
+		}
 	}
 }
