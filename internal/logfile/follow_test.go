@@ -1,0 +1,220 @@
+package logfile
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr/testr"
+)
+
+// syncBuffer collects Follow's output and signals each write.
+type syncBuffer struct {
+	mu     sync.Mutex
+	b      bytes.Buffer
+	notify chan struct{}
+}
+
+func newSyncBuffer() *syncBuffer { return &syncBuffer{notify: make(chan struct{}, 1)} }
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	select {
+	case s.notify <- struct{}{}:
+	default:
+	}
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// waitFor waits until the output contains want, for at most 30 s.
+func (s *syncBuffer) waitFor(t *testing.T, want string) {
+	t.Helper()
+	deadline := time.After(30 * time.Second)
+	for !strings.Contains(s.String(), want) {
+		select {
+		case <-s.notify:
+		case <-deadline:
+			t.Fatalf("output never contained %q; got %d bytes ending %q", want, len(s.String()), lastN(s.String(), 200))
+		}
+	}
+}
+
+func lastN(s string, n int) string { return s[max(len(s)-n, 0):] }
+
+// follow runs Follow on path into a new buffer until the test ends.
+func follow(t *testing.T, path string, opts FollowOptions) *syncBuffer {
+	t.Helper()
+	out := newSyncBuffer()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	opts.Log = testr.New(t)
+	go func() { done <- Follow(ctx, path, out, opts) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("Follow: %v", err)
+			}
+		case <-time.After(30 * time.Second):
+			t.Errorf("Follow did not return after its context ended")
+		}
+	})
+	return out
+}
+
+// appender writes numbered lines through its own O_APPEND descriptor.
+type appender struct {
+	t    *testing.T
+	f    *os.File
+	next int
+}
+
+func newAppender(t *testing.T, path string) *appender {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	return &appender{t: t, f: f}
+}
+
+// write appends n lines and returns the last one.
+func (a *appender) write(n int) string {
+	var last string
+	for i := 0; i < n; i++ {
+		last = fmt.Sprintf("%08d the quick brown fox jumps\n", a.next)
+		if _, err := a.f.WriteString(last); err != nil {
+			a.t.Fatal(err)
+		}
+		a.next++
+	}
+	return last
+}
+
+// numbered is what lines from..to-1 of an appender look like.
+func numbered(from, to int) string {
+	var b strings.Builder
+	for i := from; i < to; i++ {
+		fmt.Fprintf(&b, "%08d the quick brown fox jumps\n", i)
+	}
+	return b.String()
+}
+
+func TestFollowNewLines(t *testing.T) {
+	path := writeFile(t, "old 1\nold 2\n")
+	out := follow(t, path, FollowOptions{Lines: 1})
+	out.waitFor(t, "old 2\n")
+	a := newAppender(t, path)
+	last := a.write(3)
+	out.waitFor(t, last)
+	if got, want := out.String(), "old 2\n"+numbered(0, 3); got != want {
+		t.Errorf("Follow printed %q, want %q", got, want)
+	}
+}
+
+func TestFollowWholeFile(t *testing.T) {
+	path := writeFile(t, "a\nb\n")
+	out := follow(t, path, FollowOptions{Lines: -1})
+	out.waitFor(t, "a\nb\n")
+	if got := out.String(); got != "a\nb\n" {
+		t.Errorf("Follow printed %q, want the whole file", got)
+	}
+}
+
+func TestFollowMissing(t *testing.T) {
+	err := Follow(context.Background(), filepath.Join(t.TempDir(), "none.log"), &bytes.Buffer{}, FollowOptions{})
+	if !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("Follow of a missing log: %v, want a not-exist error", err)
+	}
+}
+
+// TestFollowAcrossRotation: lines written before the follower read them and
+// then rotated away, and lines written after the rotation, are all printed
+// once, in order.
+func TestFollowAcrossRotation(t *testing.T) {
+	for _, mode := range []string{"collapse", "truncate"} {
+		t.Run(mode, func(t *testing.T) {
+			dir := t.TempDir()
+			if mode == "collapse" && !collapseWorks(t, dir) {
+				t.Skipf("fallocate COLLAPSE_RANGE is not supported in %s", dir)
+			}
+			if mode == "truncate" {
+				disableCollapse = true
+				t.Cleanup(func() { disableCollapse = false })
+			}
+			path := filepath.Join(dir, "api.log")
+			a := newAppender(t, path)
+			out := follow(t, path, FollowOptions{Lines: -1})
+			for round := 0; round < 4; round++ {
+				out.waitFor(t, a.write(300))
+				a.write(150) // not yet seen, maybe, when the rotation cuts them
+				if err := Rotate(path, Options{}); err != nil {
+					t.Fatal(err)
+				}
+				out.waitFor(t, a.write(150))
+			}
+			if got, want := out.String(), numbered(0, a.next); got != want {
+				t.Errorf("Follow printed %d bytes, want %d: lines lost, repeated or out of order", len(got), len(want))
+			}
+		})
+	}
+}
+
+// TestFollowRenameRotation: a rotator that renames the log and creates a new
+// one (logrotate's default) is followed too.
+func TestFollowRenameRotation(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "api.log")
+	old := newAppender(t, path)
+	out := follow(t, path, FollowOptions{Lines: -1}) // from 0: the writes may come before Follow opens
+	out.waitFor(t, old.write(5))
+	if err := os.Rename(path, RotatedPath(path, 1)); err != nil {
+		t.Fatal(err)
+	}
+	old.write(5) // still to the renamed file, as the server's descriptor does
+	fresh := newAppender(t, path)
+	fresh.next = old.next
+	out.waitFor(t, fresh.write(5))
+	if got, want := out.String(), numbered(0, 15); got != want {
+		t.Errorf("Follow printed %q, want %q", got, want)
+	}
+}
+
+// TestFollowWriterProcess: a separate process writes through its O_APPEND
+// stdout, as a server does, in batches; the log is rotated between batches;
+// the follower prints every line once, in order.
+func TestFollowWriterProcess(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "api.log")
+	const batch, batches = 2000, 6
+	_, stdin := startWriter(t, path, batch*batches, batch)
+	out := follow(t, path, FollowOptions{Lines: -1})
+	for i := 0; i < batches; i++ {
+		if _, err := stdin.Write([]byte{'x'}); err != nil {
+			t.Fatal(err)
+		}
+		out.waitFor(t, numbered((i+1)*batch-1, (i+1)*batch))
+		if err := Rotate(path, Options{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got, want := out.String(), numbered(0, batch*batches); got != want {
+		t.Errorf("Follow printed %d bytes, want %d: lines lost, repeated or out of order", len(got), len(want))
+	}
+}

@@ -1,0 +1,261 @@
+package logfile
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+)
+
+// Defaults of Options.
+const (
+	DefaultMaxBytes = 10 << 20
+	DefaultKeep     = 3
+)
+
+// Tuning of Rotate's copy.
+const (
+	// A copy round that finds less than this much new data is the last one
+	// before the truncate.
+	quietRound = 64 << 10
+	// At most this many rounds chase a fast writer; then Rotate truncates
+	// after reading whatever the file holds.
+	maxRounds = 8
+	// tmpSuffix marks the copy being written.
+	tmpSuffix = ".tmp"
+	// maxRemainder bounds the final read before the truncate, for a writer
+	// faster than the copy; what it writes beyond is lost.
+	maxRemainder = 16 << 20
+	fileMode     = 0o600
+)
+
+// Options configure rotation. The zero value means the defaults.
+type Options struct {
+	// MaxBytes is the size at which RotateIfLarger rotates; 0 means 10 MiB.
+	MaxBytes int64
+	// Keep is how many rotated copies are kept (<name>.log.1 is the newest);
+	// 0 means 3.
+	Keep int
+}
+
+func (o Options) maxBytes() int64 {
+	if o.MaxBytes > 0 {
+		return o.MaxBytes
+	}
+	return DefaultMaxBytes
+}
+
+func (o Options) keep() int {
+	if o.Keep > 0 {
+		return o.Keep
+	}
+	return DefaultKeep
+}
+
+// RotatedPath is the path of the n-th rotated copy of the log at path
+// (1 is the newest).
+func RotatedPath(path string, n int) string { return path + "." + strconv.Itoa(n) }
+
+// RotateIfLarger rotates the log at path when it has reached MaxBytes. It
+// reports whether it rotated. A missing log is not an error.
+func RotateIfLarger(path string, opts Options) (bool, error) {
+	fi, err := os.Lstat(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("rotate log %s: %w", path, err)
+	}
+	if !fi.Mode().IsRegular() || fi.Size() < opts.maxBytes() {
+		return false, nil
+	}
+	return true, Rotate(path, opts)
+}
+
+// RotateDir rotates every *.log in dir that has reached MaxBytes and returns
+// the paths it rotated. It goes on after an error and returns them joined.
+// The reconciler calls it on each periodic resync.
+func RotateDir(dir string, opts Options) ([]string, error) {
+	paths, err := filepath.Glob(filepath.Join(dir, "*.log"))
+	if err != nil {
+		return nil, fmt.Errorf("rotate logs in %s: %w", dir, err)
+	}
+	var rotated []string
+	var errs []error
+	for _, p := range paths {
+		ok, err := RotateIfLarger(p, opts)
+		if err != nil {
+			errs = append(errs, err)
+		}
+		if ok {
+			rotated = append(rotated, p)
+		}
+	}
+	return rotated, errors.Join(errs...)
+}
+
+// Rotate copies the log at path to <path>.1, after shifting the older
+// copies up by one and dropping those beyond Keep, then truncates the log
+// while its writers keep their O_APPEND descriptors (see the package doc for
+// what is guaranteed). An empty or missing log is left alone.
+func Rotate(path string, opts Options) error {
+	f, err := os.OpenFile(path, os.O_RDWR|noFollow, 0)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("rotate log %s: %w", path, err)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return fmt.Errorf("rotate log %s: %w", path, err)
+	}
+	if !fi.Mode().IsRegular() {
+		return fmt.Errorf("rotate log %s: not a regular file", path)
+	}
+	if fi.Size() == 0 {
+		return nil
+	}
+
+	tmp := RotatedPath(path, 1) + tmpSuffix
+	if _, err := os.Lstat(tmp); err == nil {
+		// A copy left by a crash between truncate and rename: it is the
+		// newest rotated output, so it takes the place of .1.
+		if err := shift(path, opts.keep()); err != nil {
+			return err
+		}
+		if err := os.Rename(tmp, RotatedPath(path, 1)); err != nil {
+			return fmt.Errorf("rotate log %s: recover %s: %w", path, tmp, err)
+		}
+	}
+	if err := shift(path, opts.keep()); err != nil {
+		return err
+	}
+	out, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC|noFollow, fileMode)
+	if err != nil {
+		return fmt.Errorf("rotate log %s: %w", path, err)
+	}
+	if err := copyTruncate(f, out); err != nil {
+		_ = out.Close()
+		_ = os.Remove(tmp)
+		return fmt.Errorf("rotate log %s: %w", path, err)
+	}
+	// The live file is already truncated: from here on, a failure leaves the
+	// copy in tmp, which the next Rotate recovers.
+	if err := out.Close(); err != nil {
+		return fmt.Errorf("rotate log %s: %w", path, err)
+	}
+	if err := os.Rename(tmp, RotatedPath(path, 1)); err != nil {
+		return fmt.Errorf("rotate log %s: %w", path, err)
+	}
+	return nil
+}
+
+// shift renames path.(keep-1) -> path.keep, ..., path.1 -> path.2, which
+// drops the old path.keep; missing copies are skipped.
+func shift(path string, keep int) error {
+	for i := keep - 1; i >= 1; i-- {
+		err := os.Rename(RotatedPath(path, i), RotatedPath(path, i+1))
+		if err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("rotate log %s: %w", path, err)
+		}
+	}
+	if keep == 1 {
+		if err := os.Remove(RotatedPath(path, 1)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("rotate log %s: %w", path, err)
+		}
+	}
+	return nil
+}
+
+// errNoCollapse: collapsePrefix cannot be used here.
+var errNoCollapse = errors.New("collapse range not supported")
+
+// disableCollapse forces the copy-then-truncate path (tests).
+var disableCollapse = false
+
+// copyTruncate copies f to out while f grows, then removes what was copied
+// from f: with collapsePrefix where the file system can (nothing lost), else
+// by reading the remainder and truncating at once.
+func copyTruncate(f, out *os.File) error {
+	var copied int64
+	for round := 0; round < maxRounds; round++ {
+		fi, err := f.Stat()
+		if err != nil {
+			return err
+		}
+		n := fi.Size() - copied
+		if n <= 0 {
+			break
+		}
+		if _, err := io.Copy(out, io.NewSectionReader(f, copied, n)); err != nil {
+			return fmt.Errorf("copy: %w", err)
+		}
+		copied += n
+		if n < quietRound {
+			break
+		}
+	}
+	// Make the bulk durable before the original is cut.
+	if err := out.Sync(); err != nil {
+		return fmt.Errorf("sync copy: %w", err)
+	}
+	if n, err := collapsePrefix(f, copied); err == nil {
+		// The copy keeps exactly what left the live file.
+		if err := out.Truncate(n); err != nil {
+			return fmt.Errorf("trim copy: %w", err)
+		}
+		return nil
+	}
+	// The remainder: read up to end of file, then truncate with nothing in
+	// between. Bytes written after this read returns end of file and before
+	// the truncate are the only ones lost.
+	rest, err := readFrom(f, copied)
+	if err != nil {
+		return fmt.Errorf("copy: %w", err)
+	}
+	if err := f.Truncate(0); err != nil {
+		return fmt.Errorf("truncate: %w", err)
+	}
+	if _, err := out.Write(rest); err != nil {
+		return fmt.Errorf("copy: %w", err)
+	}
+	return nil
+}
+
+// readFrom reads f from off to its end, or maxRemainder bytes.
+func readFrom(f *os.File, off int64) ([]byte, error) {
+	var buf []byte
+	chunk := make([]byte, 32<<10)
+	for len(buf) < maxRemainder {
+		n, err := f.ReadAt(chunk, off)
+		buf = append(buf, chunk[:n]...)
+		off += int64(n)
+		if errors.Is(err, io.EOF) || (err == nil && n == 0) {
+			return buf, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	return buf, nil
+}
+
+// Files returns the log at path and its rotated copies that exist, oldest
+// first, the live log last (when it exists).
+func Files(path string, opts Options) []string {
+	var files []string
+	for i := opts.keep(); i >= 1; i-- {
+		if fi, err := os.Lstat(RotatedPath(path, i)); err == nil && fi.Mode().IsRegular() {
+			files = append(files, RotatedPath(path, i))
+		}
+	}
+	if fi, err := os.Lstat(path); err == nil && fi.Mode().IsRegular() {
+		files = append(files, path)
+	}
+	return files
+}

@@ -1,0 +1,300 @@
+package logfile
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+func readString(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+func TestRotateShiftsAndKeeps(t *testing.T) {
+	path := writeFile(t, "")
+	opts := Options{Keep: 3}
+	for i := 1; i <= 5; i++ {
+		if err := os.WriteFile(path, []byte(fmt.Sprintf("run %d\n", i)), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := Rotate(path, opts); err != nil {
+			t.Fatalf("rotation %d: %v", i, err)
+		}
+	}
+	for n, want := range map[int]string{1: "run 5\n", 2: "run 4\n", 3: "run 3\n"} {
+		if got := readString(t, RotatedPath(path, n)); got != want {
+			t.Errorf("%s holds %q, want %q", RotatedPath(path, n), got, want)
+		}
+	}
+	if _, err := os.Lstat(RotatedPath(path, 4)); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("a fourth copy exists with Keep 3: %v", err)
+	}
+	if got := readString(t, path); got != "" {
+		t.Errorf("live log holds %q after rotation, want it empty", got)
+	}
+	fi, _ := os.Stat(RotatedPath(path, 1))
+	if fi.Mode().Perm() != 0o600 {
+		t.Errorf("rotated copy mode %v, want 0600", fi.Mode().Perm())
+	}
+	entries, _ := os.ReadDir(filepath.Dir(path))
+	if len(entries) != 4 {
+		t.Errorf("folder holds %v, want the log and three copies", entries)
+	}
+}
+
+func TestRotateIfLarger(t *testing.T) {
+	path := writeFile(t, strings.Repeat("x", 99)+"\n")
+	for _, tt := range []struct {
+		max  int64
+		want bool
+	}{{101, false}, {100, true}, {1, false /* now empty */}} {
+		got, err := RotateIfLarger(path, Options{MaxBytes: tt.max})
+		if err != nil || got != tt.want {
+			t.Errorf("RotateIfLarger(max %d) = %v, %v; want %v", tt.max, got, err, tt.want)
+		}
+	}
+	if got, err := RotateIfLarger(filepath.Join(t.TempDir(), "none.log"), Options{}); got || err != nil {
+		t.Errorf("RotateIfLarger of a missing log = %v, %v; want false, nil", got, err)
+	}
+	rotated, err := RotateDir(filepath.Dir(path), Options{MaxBytes: 1})
+	if err != nil || len(rotated) != 0 {
+		t.Errorf("RotateDir over an empty log = %v, %v", rotated, err)
+	}
+}
+
+func TestRotateRecoversInterruptedCopy(t *testing.T) {
+	path := writeFile(t, "new\n")
+	if err := os.WriteFile(RotatedPath(path, 1), []byte("old\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// A crash between truncate and rename left the copy under its temp name.
+	if err := os.WriteFile(RotatedPath(path, 1)+tmpSuffix, []byte("interrupted\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := Rotate(path, Options{Keep: 5}); err != nil {
+		t.Fatal(err)
+	}
+	got := []string{readString(t, RotatedPath(path, 1)), readString(t, RotatedPath(path, 2)), readString(t, RotatedPath(path, 3))}
+	if diff := cmp.Diff([]string{"new\n", "interrupted\n", "old\n"}, got); diff != "" {
+		t.Errorf("copies .1 .2 .3 (-want +got):\n%s", diff)
+	}
+}
+
+// startWriter starts the writer process with its stdout on the log at path,
+// opened O_APPEND as actuate opens a server's log. With batch > 0 it writes
+// batch lines per byte sent to the returned stdin.
+func startWriter(t *testing.T, path string, lines, batch int) (*exec.Cmd, *os.File) {
+	t.Helper()
+	logf, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer logf.Close()
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(self)
+	cmd.Env = append(os.Environ(), writerEnv+"="+strconv.Itoa(lines), "PROCFLEET_LOGFILE_TEST_BATCH="+strconv.Itoa(batch))
+	cmd.Stdout = logf
+	cmd.Stderr = os.Stderr
+	var stdin *os.File
+	if batch > 0 {
+		r, w, err := os.Pipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		cmd.Stdin = r
+		stdin = w
+		t.Cleanup(func() { w.Close() })
+		defer r.Close()
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	})
+	return cmd, stdin
+}
+
+// parseLines checks that every line of content is a whole writer line and
+// returns their numbers. With tornLast, the last line may be the beginning
+// of one (a write in progress when the copy was cut); it is not counted.
+func parseLines(t *testing.T, name, content string, tornLast bool) []int {
+	t.Helper()
+	var nums []int
+	lines := strings.SplitAfter(content, "\n")
+	for i, line := range lines {
+		if line == "" {
+			continue
+		}
+		whole := strings.TrimSuffix(line, "\n")
+		num, rest, _ := strings.Cut(whole, " ")
+		n, err := strconv.Atoi(num)
+		if err != nil || len(num) != 8 || rest != "the quick brown fox jumps" || !strings.HasSuffix(line, "\n") {
+			if tornLast && i == len(lines)-1 && isLinePrefix(whole) {
+				continue
+			}
+			t.Fatalf("%s: torn or foreign line %q at line %d of %d", name, line, i+1, len(lines))
+		}
+		nums = append(nums, n)
+	}
+	return nums
+}
+
+// isLinePrefix reports whether s is the beginning of a writer line.
+func isLinePrefix(s string) bool {
+	const body = " the quick brown fox jumps"
+	digits := min(len(s), 8)
+	for _, c := range s[:digits] {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return strings.HasPrefix(body, s[digits:])
+}
+
+// collapseWorks reports whether collapsePrefix works in dir.
+func collapseWorks(t *testing.T, dir string) bool {
+	t.Helper()
+	f, err := os.CreateTemp(dir, "probe")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := f.Write(make([]byte, 1<<20)); err != nil {
+		t.Fatal(err)
+	}
+	n, err := collapsePrefix(f, 1<<20)
+	return err == nil && n > 0
+}
+
+// TestRotateUnderWriter rotates a log again and again while a separate
+// process writes numbered lines through its O_APPEND descriptor, moving each
+// copy aside, then checks what was kept.
+//   - collapse (Linux, ext4/xfs): nothing lost; the copies and the live log
+//     put together are exactly what was written, in order.
+//   - truncate (elsewhere): every line whole but possibly the last of a copy
+//     (a write cut by the truncate), in order, none twice, and lines missing
+//     only where a copy ends (the truncate window).
+func TestRotateUnderWriter(t *testing.T) {
+	for _, mode := range []string{"collapse", "truncate"} {
+		t.Run(mode, func(t *testing.T) {
+			dir := t.TempDir()
+			if mode == "collapse" && !collapseWorks(t, dir) {
+				t.Skipf("fallocate COLLAPSE_RANGE is not supported in %s", dir)
+			}
+			if mode == "truncate" {
+				disableCollapse = true
+				t.Cleanup(func() { disableCollapse = false })
+			}
+			rotateUnderWriter(t, dir, mode == "collapse")
+		})
+	}
+}
+
+func rotateUnderWriter(t *testing.T, dir string, lossless bool) {
+	path := filepath.Join(dir, "api.log")
+	const total = 60_000
+	cmd, _ := startWriter(t, path, total, 0)
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+
+	var copies []string
+	rotate := func() {
+		ok, err := RotateIfLarger(path, Options{MaxBytes: 32 << 10, Keep: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ok {
+			aside := filepath.Join(dir, fmt.Sprintf("copy-%04d", len(copies)))
+			if err := os.Rename(RotatedPath(path, 1), aside); err != nil {
+				t.Fatal(err)
+			}
+			copies = append(copies, aside)
+		}
+	}
+	ticker := time.NewTicker(time.Millisecond) // paces the rotations; waits for nothing
+	defer ticker.Stop()
+	for running := true; running; {
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatalf("writer: %v", err)
+			}
+			running = false
+		case <-ticker.C:
+			rotate()
+		}
+	}
+	if len(copies) < 3 {
+		t.Errorf("only %d rotations happened under the writer; the test proves little", len(copies))
+	}
+	copies = append(copies, path) // the live rest
+
+	if lossless {
+		var all strings.Builder
+		for _, c := range copies {
+			all.WriteString(readString(t, c))
+		}
+		nums := parseLines(t, "copies and live log together", all.String(), false)
+		for i, n := range nums {
+			if n != i {
+				t.Fatalf("line %d where line %d was written: lost, repeated or out of order", n, i)
+			}
+		}
+		if len(nums) != total {
+			t.Errorf("%d lines kept, want %d", len(nums), total)
+		}
+		t.Logf("%d rotations under a writer of %d lines: none lost", len(copies)-1, total)
+		return
+	}
+
+	var all []int
+	boundaries := map[int]bool{} // indexes in all where a new file starts
+	for i, c := range copies {
+		boundaries[len(all)] = true
+		all = append(all, parseLines(t, filepath.Base(c), readString(t, c), i < len(copies)-1)...)
+	}
+	lost, maxGap := 0, 0
+	for i := 1; i < len(all); i++ {
+		switch {
+		case all[i] <= all[i-1]:
+			t.Fatalf("line %d follows line %d: out of order or repeated", all[i], all[i-1])
+		case all[i] != all[i-1]+1:
+			if !boundaries[i] {
+				t.Errorf("lines %d..%d missing inside a file, not at a rotation", all[i-1]+1, all[i]-1)
+			}
+			lost += all[i] - all[i-1] - 1
+			maxGap = max(maxGap, all[i]-all[i-1]-1)
+		}
+	}
+	if len(all) == 0 || all[0] != 0 {
+		t.Fatalf("kept lines do not start at line 0")
+	}
+	if last := all[len(all)-1]; last != total-1 {
+		// The last lines may only have been lost in a final rotation's
+		// window, which leaves the live log empty.
+		if readString(t, path) != "" {
+			t.Errorf("kept lines end at %d, want %d", last, total-1)
+		}
+		lost += total - 1 - last
+	}
+	t.Logf("%d rotations under a writer of %d lines: %d lines lost in truncate windows (at most %d at one rotation)", len(copies)-1, total, lost, maxGap)
+}

@@ -1,0 +1,119 @@
+package logfile
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+)
+
+// tailChunk is how much Tail reads per step backwards.
+const tailChunk = 64 << 10
+
+// Tail returns the last n lines of the file at path, without their line
+// feeds; a last line without a line feed counts as a line. It reads
+// backwards from the end, so its cost follows n, not the file's size.
+func Tail(path string, n int) ([]string, error) {
+	f, err := os.OpenFile(path, os.O_RDONLY|noFollow, 0)
+	if err != nil {
+		return nil, fmt.Errorf("tail %s: %w", path, err)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("tail %s: %w", path, err)
+	}
+	start, err := tailOffset(f, fi.Size(), n)
+	if err != nil {
+		return nil, fmt.Errorf("tail %s: %w", path, err)
+	}
+	data := make([]byte, fi.Size()-start)
+	if _, err := f.ReadAt(data, start); err != nil && !errors.Is(err, io.EOF) {
+		return nil, fmt.Errorf("tail %s: %w", path, err)
+	}
+	return splitLines(data), nil
+}
+
+// TailFiles returns the last n lines of the files taken as one stream, the
+// oldest file first (as Files lists them): the live log, and as much of the
+// rotated copies as n needs. Missing files are skipped.
+func TailFiles(paths []string, n int) ([]string, error) {
+	var lines []string
+	for i := len(paths) - 1; i >= 0 && len(lines) < n; i-- {
+		more, err := Tail(paths[i], n-len(lines))
+		if errors.Is(err, os.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		lines = append(more, lines...)
+	}
+	return lines, nil
+}
+
+// splitLines splits data at line feeds; a final line feed ends the last
+// line rather than starting an empty one.
+func splitLines(data []byte) []string {
+	if len(data) == 0 {
+		return nil
+	}
+	return strings.Split(strings.TrimSuffix(string(data), "\n"), "\n")
+}
+
+// tailOffset returns the offset where the last n lines of r (of the given
+// size) begin, reading backwards in chunks. n <= 0 gives size.
+func tailOffset(r io.ReaderAt, size int64, n int) (int64, error) {
+	if n <= 0 || size == 0 {
+		return size, nil
+	}
+	buf := make([]byte, tailChunk)
+	end := size
+	// A final line feed ends the last line; it does not count as a break.
+	if _, err := r.ReadAt(buf[:1], size-1); err != nil && !errors.Is(err, io.EOF) {
+		return 0, err
+	}
+	if buf[0] == '\n' {
+		end = size - 1
+	}
+	found := 0
+	for end > 0 {
+		start := max(end-tailChunk, 0)
+		chunk := buf[:end-start]
+		if _, err := r.ReadAt(chunk, start); err != nil && !errors.Is(err, io.EOF) {
+			return 0, err
+		}
+		for i := len(chunk) - 1; i >= 0; i-- {
+			if chunk[i] != '\n' {
+				continue
+			}
+			found++
+			if found == n {
+				return start + int64(i) + 1, nil
+			}
+		}
+		end = start
+	}
+	return 0, nil
+}
+
+// lastBytes returns up to n bytes of f that end at off.
+func lastBytes(f io.ReaderAt, off int64, n int) ([]byte, error) {
+	start := max(off-int64(n), 0)
+	b := make([]byte, off-start)
+	if _, err := f.ReadAt(b, start); err != nil {
+		return nil, err
+	}
+	return b, nil
+}
+
+// endsWith reports whether f holds want just before off.
+func endsWith(f io.ReaderAt, off int64, want []byte) bool {
+	if int64(len(want)) > off {
+		return false
+	}
+	got, err := lastBytes(f, off, len(want))
+	return err == nil && bytes.Equal(got, want)
+}
