@@ -40,11 +40,7 @@ step "procfleet apply --wait -f $fleet   (backend, then api, then web)"
 "$pf" apply --wait --timeout 2m -f "$fleet"
 
 step "procfleet status -f $fleet"
-if "$pf" status --help >/dev/null 2>&1; then
-  "$pf" status -f "$fleet"
-else
-  echo "(this build of procfleet has no status command yet)"
-fi
+"$pf" status -f "$fleet"
 
 step "check: every /health answers, and web -> api -> backend works"
 go run ./examples/quickstart/check
