@@ -261,6 +261,13 @@ func (r *runner) preparePeers(ctx context.Context, o options) ([]peerMaker, Vers
 			if err == nil {
 				bin, err = r.buildProcfleet(ctx, o.procfleetBin)
 			}
+			if err != nil && r.src != r.root {
+				r.log.Printf("procfleet: HEAD does not build, measuring the work tree: %v", err)
+				r.res.Note("procfleet: the committed HEAD did not build (%s); the work tree was measured instead", oneLine(err.Error()))
+				r.src = r.root
+				v.Procfleet = gitRev(ctx, r.root)
+				bin, err = r.buildProcfleet(ctx, o.procfleetBin)
+			}
 			if err == nil {
 				mk = func(dir string) Peer { return newProcfleetPeer(bin, dir) }
 			}
