@@ -109,6 +109,7 @@ func (r *Reconciler) runProbe(ctx context.Context, s *server, t *tracked, p *spe
 		case <-tick.C():
 		}
 		res := check(ctx)
+		r.cfg.Metrics.observeProbe(s.name, liveness, res)
 		if ctx.Err() != nil {
 			return
 		}

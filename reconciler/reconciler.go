@@ -89,6 +89,9 @@ type Config struct {
 	// Verify checks a record against the process at its pid. Nil means
 	// actuate.Verify.
 	Verify func(actuate.Record) actuate.Verification
+	// Metrics, when set, receives the reconciler's metrics (NewMetrics).
+	// Nil means none.
+	Metrics *Metrics
 }
 
 // Reconciler keeps the servers in the state the fleet files declare.
@@ -207,6 +210,7 @@ func New(cfg Config) (*Reconciler, error) {
 	if cfg.StateDir != nil {
 		r.events = &eventFiles{path: cfg.StateDir.EventsPath}
 	}
+	cfg.Metrics.attach(r)
 	return r, nil
 }
 
@@ -443,6 +447,7 @@ func (r *Reconciler) enqueueDependents(name string) {
 // restart counts and last exits of the previous run's status.json.
 func (r *Reconciler) setup() error {
 	r.queue = newQueue(r.clock)
+	r.cfg.Metrics.setQueue(r.queue)
 	if r.cfg.StateDir != nil {
 		if prev, err := ReadStatus(r.cfg.StateDir.StatusPath()); err == nil {
 			r.mu.Lock()

@@ -28,6 +28,7 @@ type observation struct {
 // reconcile is one level-triggered pass over one server: read its whole
 // state anew, plan, apply.
 func (r *Reconciler) reconcile(ctx context.Context, name string) (Result, error) {
+	defer r.cfg.Metrics.observeReconcile(time.Now())
 	log := logr.FromContextOrDiscard(ctx)
 	r.mu.Lock()
 	s := r.serverLocked(name)
