@@ -47,6 +47,8 @@ Exit codes: 0 success, 1 failure, 2 (diff only) changes pending.`,
 		newStatusCmd(opts),
 		newDiffCmd(opts),
 		newDescribeCmd(opts),
+		newLogsCmd(opts),
+		newCompletionCmd(),
 	)
 	return cmd
 }
