@@ -9,9 +9,13 @@
 // ns> <pid>" to a stamp file, listens on a loopback port, answers /health)
 // through the same scenarios:
 //
-//  1. crash: one server, kill -9 it -kills times; from the kill to the new
-//     instance's stamp and to its first /health 200. Floor: the bench itself
-//     spawning the server and seeing its stamp.
+//  1. crash: kill -9 a server -kills times, each time a different server of
+//     a fleet of -kills (so every kill is a first crash: procfleet backs off
+//     from the second crash in a row, by design; -crash-same kills one
+//     server every round); from the kill to the new instance's stamp and to
+//     its first /health 200. Floors: the bench itself spawning the server
+//     and seeing its stamp, plainly and in a new session (setsid), as
+//     procfleet and PM2 start servers.
 //  2. cold: -n servers on distinct ports, from the command to all answering
 //     /health. Floor: the bench starting the same -n in parallel.
 //  3. stop: the -n running, until no process is left and every port is free.
@@ -21,6 +25,11 @@
 //  5. idle: -n servers running for -idle: CPU (utime+stime, and schedstat)
 //     and peak RSS (VmHWM) of the supervisor process itself.
 //  6. plan: BenchmarkReconcilePass1000 from ./reconciler, when it exists.
+//
+// procfleet is built (and its benchmark run) from the committed HEAD,
+// exported with git archive, so edits in progress in a shared work tree are
+// not measured; -src worktree measures the work tree, -procfleet-bin a
+// binary.
 //
 // Guarantees:
 //   - Loopback only; ports come from -port-base upwards, each checked free.
