@@ -22,8 +22,9 @@ const downOnExitTimeout = 5 * time.Minute
 
 func newUpCmd(opts *globalOptions) *cobra.Command {
 	var downOnExit bool
+	var metricsAddr string
 	cmd := &cobra.Command{
-		Use:   "up [-f PATH]... [--down-on-exit]",
+		Use:   "up [-f PATH]... [--down-on-exit] [--metrics-addr ADDR]",
 		Short: "Run the reconciler in the foreground: converge, watch the files, restart what dies",
 		Long: `Up keeps the servers of the fleet files in their declared state until it is
 stopped: it adopts the servers its records prove it owns (never starting a
@@ -44,27 +45,37 @@ pid of the first.`,
   procfleet up
 
   # A folder of fleet files; stop everything on exit
-  procfleet up -f fleet.d --down-on-exit`,
+  procfleet up -f fleet.d --down-on-exit
+
+  # Serve Prometheus metrics (loopback only) while it runs
+  procfleet up --metrics-addr 127.0.0.1:9464`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return runUp(cmd.Context(), opts, cmd.ErrOrStderr(), downOnExit)
+			return runUp(cmd.Context(), opts, cmd.ErrOrStderr(), downOnExit, metricsAddr)
 		},
 	}
 	opts.addFileFlags(cmd)
 	cmd.Flags().BoolVar(&downOnExit, "down-on-exit", false, "stop every server before exiting on SIGINT or SIGTERM")
+	cmd.Flags().StringVar(&metricsAddr, "metrics-addr", "", metricsAddrFlag)
 	return cmd
 }
 
-func runUp(ctx context.Context, opts *globalOptions, stderr io.Writer, downOnExit bool) error {
+func runUp(ctx context.Context, opts *globalOptions, stderr io.Writer, downOnExit bool, metricsAddr string) error {
 	sd, release, err := openLocked(opts, "up")
 	if err != nil {
 		return err
 	}
 	defer func() { _ = release() }()
+	metrics, stopMetrics, err := startMetrics(metricsAddr, stderr)
+	if err != nil {
+		return err
+	}
+	defer stopMetrics()
 	log := opts.Logger()
 	progress := newProgress(stderr, opts.Verbosity > 0)
 	r, err := reconciler.New(reconciler.Config{
 		Files: opts.FleetPaths(), StateDir: sd, Log: log.WithName("reconciler"), OnEvent: progress.event,
+		Metrics: metrics,
 	})
 	if err != nil {
 		return err
