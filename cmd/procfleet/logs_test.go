@@ -149,7 +149,9 @@ func TestLogsFollow(t *testing.T) {
 	out := &logsOutput{notify: make(chan struct{}, 1)}
 	var stderr bytes.Buffer
 	done := make(chan int, 1)
-	go func() { done <- run(ctx, []string{"logs", "api", "-f", "--tail", "4", "--state-dir", dir}, out, &stderr) }()
+	go func() {
+		done <- run(ctx, []string{"logs", "api", "-f", "--tail", "4", "--state-dir", dir}, out, &stderr)
+	}()
 
 	out.waitFor(t, "two\nthree\nfour\nfive")
 	fmt.Fprint(w, " (end)\nsix\n")
