@@ -330,3 +330,35 @@ func TestApplyWait(t *testing.T) {
 		t.Errorf("down: exit %d\n%s", code, out)
 	}
 }
+
+// TestUpDownOnExit: with --down-on-exit, SIGTERM stops every server first
+// (records gone, ports free), then up exits 0.
+func TestUpDownOnExit(t *testing.T) {
+	f := newE2EFleet(t, "solo")
+	f.write(nil, nil)
+	up, log := f.up("--down-on-exit")
+	st := f.waitStatus("ready", readyWith("solo"))
+	pid := pidIn(st, "solo")
+	waitLog(t, log, "solo: ready in")
+	if err := up.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if err := up.Wait(); err != nil {
+		b, _ := os.ReadFile(log)
+		t.Fatalf("up --down-on-exit after SIGTERM: %v\n%s", err, b)
+	}
+	if syscall.Kill(pid, 0) == nil {
+		t.Errorf("pid %d still alive after up --down-on-exit", pid)
+	}
+	entries, _ := os.ReadDir(filepath.Join(f.state, "servers"))
+	if len(entries) != 0 {
+		t.Errorf("records left: %v", entries)
+	}
+	if !portIsFree(f.ports["solo"]) {
+		t.Errorf("port still held")
+	}
+	b, _ := os.ReadFile(log)
+	if !strings.Contains(string(b), "solo: stopped") {
+		t.Errorf("no 'solo: stopped' line:\n%s", b)
+	}
+}
