@@ -60,11 +60,13 @@ func Listen(path string, log logr.Logger) (*Listener, error) {
 	// with 0777 &^ umask and cannot be created tighter, so it gets its mode
 	// and is checked before the rename gives it the name clients use. (The
 	// process-wide umask is not touched: other goroutines create files.)
-	var rnd [8]byte
+	// The temporary name is no longer than procfleet.sock, so it fits in a
+	// socket address whenever the final name does.
+	var rnd [4]byte
 	if _, err := rand.Read(rnd[:]); err != nil {
 		return nil, fmt.Errorf("api: listen on %s: %w", abs, err)
 	}
-	tmp := filepath.Join(filepath.Dir(abs), ".procfleet.sock.tmp-"+hex.EncodeToString(rnd[:]))
+	tmp := filepath.Join(filepath.Dir(abs), ".sock-"+hex.EncodeToString(rnd[:]))
 	ln, err := listenUnix(tmp)
 	if err != nil {
 		return nil, fmt.Errorf("api: listen on %s: %w", abs, err)
