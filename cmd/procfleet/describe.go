@@ -68,7 +68,7 @@ It works with or without a running up, and changes nothing.`,
 }
 
 func runDescribe(ctx context.Context, opts *globalOptions, name string, w io.Writer) error {
-	v, err := observeFleet(ctx, opts, lookFull)
+	v, err := observeFleet(ctx, opts, lookDetail)
 	if err != nil {
 		return fmt.Errorf("describe: %w", err)
 	}

@@ -129,7 +129,7 @@ func checkOutput(o string) error {
 // fleetStatus returns the status of the named servers (all when names is
 // empty): from a running up when one answers, else observed here.
 func fleetStatus(ctx context.Context, opts *globalOptions, names []string) (reconciler.Status, error) {
-	v, err := observeFleet(ctx, opts, lookFull)
+	v, err := observeFleet(ctx, opts, lookStatus)
 	if err != nil {
 		return reconciler.Status{}, err
 	}
@@ -213,9 +213,17 @@ type look struct {
 	Probe bool
 	// AskUp asks a running up for its status over its socket.
 	AskUp bool
+	// Detail reads and verifies the records even when up answers
+	// (describe shows them).
+	Detail bool
 }
 
-var lookFull = look{Probe: true, AskUp: true}
+var (
+	// lookStatus is status's: up's word when it answers, else everything.
+	lookStatus = look{Probe: true, AskUp: true}
+	// lookDetail is describe's: everything.
+	lookDetail = look{Probe: true, AskUp: true, Detail: true}
+)
 
 // observeFleet gathers everything status, describe and diff show: the fleet
 // files, the records verified against the kernel, readiness checked once,
@@ -243,6 +251,14 @@ func observeFleet(ctx context.Context, opts *globalOptions, how look) (*fleetVie
 			strings.Join(v.Files, ", "), path)
 	}
 
+	if v.StateDir != nil && how.AskUp {
+		if st, ok := statusFromUp(ctx, v.StateDir); ok {
+			v.Status, v.Live = statusList{st}, true
+			if !how.Detail {
+				return v, nil
+			}
+		}
+	}
 	if v.StateDir != nil {
 		v.UpPID = lockHolder(v.StateDir)
 		if saved, err := reconciler.ReadStatus(v.StateDir.StatusPath()); err == nil {
@@ -255,16 +271,12 @@ func observeFleet(ctx context.Context, opts *globalOptions, how look) (*fleetVie
 				v.Observed[ue.Name] = &observedServer{Record: actuate.Record{Name: ue.Name}, Untrusted: ue}
 				continue
 			}
-			return nil, fmt.Errorf("read the records in %s: %w", v.StateDir.Path, rerr)
+			return nil, fmt.Errorf("read the records in %s: %w (check the folder's owner and mode; it must be this user's, mode 0700)", v.StateDir.Path, rerr)
 		}
 		v.verify(ctx, recs, how.Probe)
 	}
-
-	if v.StateDir != nil && how.AskUp {
-		if st, ok := statusFromUp(ctx, v.StateDir); ok {
-			v.Status, v.Live = statusList{st}, true
-			return v, nil
-		}
+	if v.Live {
+		return v, nil
 	}
 	v.Status = statusList{v.compose(time.Now())}
 	return v, nil
