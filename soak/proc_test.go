@@ -7,6 +7,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"syscall"
 )
 
 // proc is one process seen in /proc.
@@ -80,3 +81,5 @@ func cmdlineOf(pid int) string {
 	}
 	return string(bytes.TrimSuffix(b, []byte{0}))
 }
+
+func syscallKill(pid int) error { return syscall.Kill(pid, syscall.SIGKILL) }
