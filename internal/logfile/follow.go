@@ -167,9 +167,13 @@ func (fl *follower) step() error {
 		if !done && time.Now().Before(fl.pending.deadline) {
 			return nil // the copy is not in place yet; the live file waits
 		}
-		if done && resume > 0 {
+		switch {
+		case done && resume > 0:
 			fl.off, fl.fp = resume, fl.pending.fp
-		} else {
+		case !done && fl.uncut():
+			// A false alarm (a <path>.1 that is not a copy of ours): the
+			// live file still holds what was read, where it was.
+		default:
 			fl.off, fl.fp = 0, nil
 		}
 		fl.pending = nil
@@ -207,6 +211,12 @@ func (fl *follower) step() error {
 		return fl.step()
 	}
 	return fl.drain()
+}
+
+// uncut reports whether f still holds the bytes last read just before off.
+func (fl *follower) uncut() bool {
+	fi, err := fl.f.Stat()
+	return err == nil && fi.Size() >= fl.off && endsWith(fl.f, fl.off, fl.fp)
 }
 
 // drain prints f from off to its end.

@@ -218,3 +218,20 @@ func TestFollowWriterProcess(t *testing.T) {
 		t.Errorf("Follow printed %d bytes, want %d: lines lost, repeated or out of order", len(got), len(want))
 	}
 }
+
+// TestFollowForeignCopy: a <path>.1 that appears without a cut (someone
+// copied the log by hand) costs a short wait, not a repeat of the log.
+func TestFollowForeignCopy(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "api.log")
+	a := newAppender(t, path)
+	out := follow(t, path, FollowOptions{Lines: -1})
+	out.waitFor(t, a.write(10))
+	if err := os.WriteFile(RotatedPath(path, 1), []byte("not a copy\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out.waitFor(t, a.write(10))
+	if got, want := out.String(), numbered(0, 20); got != want {
+		t.Errorf("Follow printed %q, want %q", got, want)
+	}
+}
