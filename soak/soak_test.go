@@ -37,6 +37,8 @@ var (
 	flagKeep     = flag.Bool("soak.keep", false, "keep the temporary folder (fleet, state, logs, stamps)")
 	flagReport   = flag.String("soak.report", "", "also write the figures as JSON to this file")
 	flagBinary   = flag.String("soak.procfleet", "", "use this procfleet binary instead of building ./cmd/procfleet")
+	flagFaults   = flag.String("soak.faults", "kill,stopcont,portgrab,badfile,addremove,killup,corrupt,stranger", "fault kinds to inject (comma-separated)")
+	flagInPlace  = flag.Bool("soak.inplace", true, "write fleet files in place (O_TRUNC, then write); false: atomically (temp file, rename)")
 )
 
 const (
@@ -780,9 +782,19 @@ func (h *harness) chaos(ctx context.Context) {
 		{"corrupt", 1, h.faultCorrupt},
 		{"stranger", 2, h.faultStranger},
 	}
+	enabled := map[string]bool{}
+	for _, k := range strings.Split(*flagFaults, ",") {
+		enabled[strings.TrimSpace(k)] = true
+	}
 	total := 0
-	for _, f := range faults {
-		total += f.weight
+	for i := range faults {
+		if !enabled[faults[i].kind] {
+			faults[i].weight = 0
+		}
+		total += faults[i].weight
+	}
+	if total == 0 {
+		h.t.Fatalf("-soak.faults=%q enables no known fault", *flagFaults)
 	}
 	// The schedule (kinds and pauses) has its own generator, so that a seed
 	// replays it exactly; targets depend on the fleet's state at the time.
@@ -795,6 +807,9 @@ func (h *harness) chaos(ctx context.Context) {
 				break
 			}
 			r -= f.weight
+		}
+		if f.weight == 0 {
+			continue
 		}
 		h.faultWG.Add(1)
 		go func(f fault) {
@@ -936,8 +951,21 @@ func (h *harness) removeAndWait(ctx context.Context, s *server, why string) bool
 	return true
 }
 
+// writeFleetFile writes a fleet file in place (O_TRUNC, then one write), or
+// atomically with -soak.inplace=false.
+func writeFleetFile(path string, b []byte) error {
+	if *flagInPlace {
+		return os.WriteFile(path, b, 0o600)
+	}
+	tmp := filepath.Join(filepath.Dir(filepath.Dir(path)), "run", "."+filepath.Base(path)+".tmp")
+	if err := os.WriteFile(tmp, b, 0o600); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
+}
+
 func (h *harness) declare(s *server) {
-	if err := os.WriteFile(s.file, s.content, 0o600); err != nil {
+	if err := writeFleetFile(s.file, s.content); err != nil {
 		h.violation("write %s: %v", s.file, err)
 		return
 	}
@@ -1022,7 +1050,7 @@ func (h *harness) faultBadFile(ctx context.Context) bool {
 	variant, b := h.broken(s)
 	// Written in place (O_TRUNC, then one write), as a careless editor or
 	// an interrupted copy does.
-	if err := os.WriteFile(s.file, b, 0o600); err != nil {
+	if err := writeFleetFile(s.file, b); err != nil {
 		h.violation("badfile: %v", err)
 		return false
 	}
@@ -1036,7 +1064,7 @@ func (h *harness) faultBadFile(ctx context.Context) bool {
 			h.count("badfileNotShownInStatus", 1)
 		}
 	}
-	if err := os.WriteFile(s.file, s.content, 0o600); err != nil {
+	if err := writeFleetFile(s.file, s.content); err != nil {
 		h.violation("badfile: restore: %v", err)
 		return true
 	}
