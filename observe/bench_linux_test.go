@@ -133,3 +133,18 @@ func BenchmarkParseStat(b *testing.B) {
 		}
 	}
 }
+
+// The per-pass liveness check of a pinned process: one poll(2).
+func BenchmarkHandleExited(b *testing.B) {
+	pid := startSleeps(b, 1)[0]
+	h, err := Pin(pid)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer h.Close()
+	for b.Loop() {
+		if h.Exited() {
+			b.Fatal("exited")
+		}
+	}
+}
