@@ -6,9 +6,11 @@
 #   SOAK_DURATION=10m soak/run.sh
 #   SOAK_SEED=1234 soak/run.sh  # replay a seed
 #   SOAK_RUNS=5 soak/run.sh     # 5 runs in a row, stop at the first failure
+#   SOAK_FLAGS="-soak.faults=kill,killup -soak.inplace=false" soak/run.sh
 #
 # Exit status: 0 when every run kept every invariant.
 set -euo pipefail
+# shellcheck disable=SC2086 # SOAK_FLAGS is a list of flags
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 if [ "$(uname -s)" != Linux ]; then
@@ -26,7 +28,7 @@ for i in $(seq 1 "$runs"); do
   log="$log_dir/run-$i.log"
   set +e
   go test -tags soak -run '^TestSoak$' -count=1 -timeout 30m -v ./soak \
-    -soak.duration="$duration" -soak.seed="$seed" -soak.report="$log_dir/report-$i.json" >"$log" 2>&1
+    -soak.duration="$duration" -soak.seed="$seed" -soak.report="$log_dir/report-$i.json" ${SOAK_FLAGS:-} >"$log" 2>&1
   status=$?
   set -e
   # The seed, every violation, the one-line figures and the verdict.
