@@ -163,10 +163,14 @@ func (a *Actuator) now() time.Time {
 }
 
 func (a *Actuator) event(server, reason, message string) {
-	a.Log.Info("event", "server", server, "reason", reason, "message", message)
 	if a.Events != nil {
+		// The sink reports it (the reconciler logs it and the commands
+		// print progress); a V(0) line here would say it twice.
+		a.Log.V(1).Info("event", "server", server, "reason", reason, "message", message)
 		a.Events.Event(server, reason, message)
+		return
 	}
+	a.Log.Info("event", "server", server, "reason", reason, "message", message)
 }
 
 // Start is Spawn followed by WaitReady.
