@@ -8,11 +8,21 @@
 //
 //	go test -tags soak -run TestSoak -timeout 10m ./soak -soak.duration=2m -v
 //
+// or soak/run.sh (SOAK_DURATION, SOAK_SEED, SOAK_RUNS, SOAK_FLAGS).
+//
 // Flags: -soak.duration (the whole run; faults are injected for all of it
-// but the last 30 s), -soak.seed (0: from the clock; the seed is printed and
-// a failing run is replayed with it), -soak.servers (fleet size, default 30),
-// -soak.converge (bound on convergence once faults stop), -soak.keep (keep
-// the temporary folder for inspection).
+// but the last 30 s), -soak.seed (0: from the clock; printed; it replays the
+// schedule of fault kinds and pauses exactly, the targets as far as timing
+// allows), -soak.servers (fleet size, default 30), -soak.converge (bound on
+// convergence once faults stop), -soak.faults (the fault kinds, comma
+// separated), -soak.inplace=false (write fleet files atomically instead of
+// in place), -soak.procfleet (soak a prebuilt binary), -soak.report (write
+// the figures as JSON), -soak.keep (keep the temporary folder; a failing run
+// always keeps it). run/faults.log in that folder journals every fault with
+// its time, server and pid, and every violation.
+//
+// The Regress tests (go test -tags soak -run Regress ./soak) reproduce, in
+// seconds, what the soak found.
 //
 // Faults, chosen at random with fixed weights:
 //   - kill: SIGKILL one server's process;
