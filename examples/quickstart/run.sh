@@ -45,8 +45,9 @@ step "procfleet status -f $fleet"
 step "check: every /health answers, and web -> api -> backend works"
 go run ./examples/quickstart/check
 
-step "logs are in $fleet/.procfleet/logs/"
-ls "$fleet/.procfleet/logs/" 2>/dev/null || true
+# logs takes -f for "follow", so it finds the state folder by --state-dir.
+step "procfleet logs api --tail 5 --state-dir $fleet/.procfleet"
+"$pf" logs api --tail 5 --state-dir "$fleet/.procfleet"
 
 if [ "${KEEP:-}" = 1 ]; then
   step "fleet left running (KEEP=1): open http://127.0.0.1:18083/"
