@@ -2,7 +2,10 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"sort"
 	"strings"
 	"testing"
@@ -340,5 +343,35 @@ func TestCheckMetricsAddr(t *testing.T) {
 		case tt.errPart != "" && (err == nil || !strings.Contains(err.Error(), tt.errPart)):
 			t.Errorf("checkMetricsAddr(%q) = %q, %v; want an error with %q", tt.addr, got, err, tt.errPart)
 		}
+	}
+}
+
+// TestStatusWatchPiped: --watch into a pipe prints the table once, then
+// changes only; it ends with its context (Ctrl-C) and exits 0. The context
+// is cancelled up front so the first drawing is the only one.
+func TestStatusWatchPiped(t *testing.T) {
+	state := filepath.Join(t.TempDir(), "state")
+	for _, tt := range []struct {
+		format string
+		check  func(string) bool
+	}{
+		{outputTable, func(out string) bool {
+			return strings.Count(out, "NAME") == 1 && strings.Contains(out, "NotStarted")
+		}},
+		{outputJSON, func(out string) bool {
+			var st reconciler.Status
+			return strings.Count(out, "\n") == 1 && json.Unmarshal([]byte(out), &st) == nil && len(st.Servers) == 2
+		}},
+	} {
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		var stdout, stderr bytes.Buffer
+		code := run(ctx, []string{"status", "--watch", "-o", tt.format, "-f", "testdata/good.yaml", "--state-dir", state}, &stdout, &stderr)
+		if code != 0 || !tt.check(stdout.String()) {
+			t.Errorf("status --watch -o %s: exit %d\nstdout:\n%s\nstderr:\n%s", tt.format, code, stdout.String(), stderr.String())
+		}
+	}
+	if _, err := os.Stat(state); !os.IsNotExist(err) {
+		t.Errorf("status created the state folder %s (err %v); it must change nothing", state, err)
 	}
 }
