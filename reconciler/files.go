@@ -72,6 +72,7 @@ type FleetWatcher struct {
 	clock    clock.WithTicker
 	watcher  *fsnotify.Watcher
 	resync   chan struct{}
+	reloads  chan chan struct{}
 
 	mu      sync.Mutex
 	current *spec.Fleet
@@ -90,6 +91,7 @@ func NewFleetWatcher(cfg FleetWatcherConfig) (*FleetWatcher, error) {
 		log:      cfg.Log,
 		clock:    cfg.Clock,
 		resync:   make(chan struct{}, 1),
+		reloads:  make(chan chan struct{}),
 		dirs:     map[string]bool{},
 	}
 	if len(w.paths) == 0 {
@@ -129,6 +131,23 @@ func (w *FleetWatcher) Resync() {
 	select {
 	case w.resync <- struct{}{}:
 	default:
+	}
+}
+
+// Reload re-reads the files now and returns once the update (if any) was
+// delivered to Run's fn. It fails when Run is not running or ctx ends.
+func (w *FleetWatcher) Reload(ctx context.Context) error {
+	done := make(chan struct{})
+	select {
+	case w.reloads <- done:
+	case <-ctx.Done():
+		return fmt.Errorf("reload fleet files: %w", ctx.Err())
+	}
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("reload fleet files: %w", ctx.Err())
 	}
 }
 
@@ -183,6 +202,9 @@ func (w *FleetWatcher) Run(ctx context.Context, fn func(FleetUpdate)) error {
 			w.reload(fn)
 		case <-w.resync:
 			w.reload(fn)
+		case done := <-w.reloads:
+			w.reload(fn)
+			close(done)
 		}
 	}
 }

@@ -198,6 +198,10 @@ func PlanServer(name string, desired map[string]Desired, observed map[string]Obs
 	}
 	if d.Held {
 		if o.running() {
+			if waiting := stoppingDependents(name, desired, observed); len(waiting) > 0 {
+				a.Kind, a.Reason = ActionWait, "waiting for dependents to stop: "+strings.Join(waiting, ", ")
+				return a
+			}
 			a.Kind, a.Phase, a.Reason = ActionStop, PhaseStopping, "stopped by down"
 			return a
 		}
@@ -218,13 +222,25 @@ func planUndeclared(a Action, name string, o Observed, desired map[string]Desire
 	}
 	// Dependents first: a pruned server that another running, pruned
 	// server depends on waits for it to stop.
+	if waiting := stoppingDependents(name, desired, observed); len(waiting) > 0 {
+		a.Kind, a.Reason = ActionWait, "waiting for dependents to stop: "+strings.Join(waiting, ", ")
+		return a
+	}
+	a.Kind, a.Phase, a.Reason = ActionStop, PhaseStopping, "removed from the fleet files"
+	return a
+}
+
+// stoppingDependents lists, sorted, the running servers that depend on name
+// (as they were started) and are being stopped too: pruned, or held by down.
+// A server that stays declared is not waited for.
+func stoppingDependents(name string, desired map[string]Desired, observed map[string]Observed) []string {
 	var waiting []string
 	for other, oo := range observed {
 		if other == name || !oo.running() {
 			continue
 		}
 		if od, ok := desired[other]; ok && od.Server != nil && !od.Held {
-			continue // stays; dependsOn on a pruned server cannot validate
+			continue
 		}
 		for _, dep := range oo.DependsOn {
 			if dep == name {
@@ -232,13 +248,8 @@ func planUndeclared(a Action, name string, o Observed, desired map[string]Desire
 			}
 		}
 	}
-	if len(waiting) > 0 {
-		sort.Strings(waiting)
-		a.Kind, a.Reason = ActionWait, "waiting for dependents to stop: "+strings.Join(waiting, ", ")
-		return a
-	}
-	a.Kind, a.Phase, a.Reason = ActionStop, PhaseStopping, "removed from the fleet files"
-	return a
+	sort.Strings(waiting)
+	return waiting
 }
 
 func planRunning(a Action, d Desired, o Observed) Action {

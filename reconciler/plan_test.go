@@ -309,6 +309,32 @@ func TestPlanServer(t *testing.T) {
 			want: want("api", ActionStop, PhaseStopping, "stopped by down"),
 		},
 		{
+			name: "held by down, with a held dependent still running => wait",
+			desired: map[string]Desired{
+				"db":  {Server: srv("db", spec.RestartAlways), Hash: "h1", Held: true},
+				"api": {Server: srv("api", spec.RestartAlways, "db"), Hash: "h1", Held: true},
+			},
+			observed: map[string]Observed{
+				"db":  running,
+				"api": withRunning(running, func(o *Observed) { o.DependsOn = []string{"db"} }),
+			},
+			server: "db",
+			want:   want("db", ActionWait, PhaseRunning, "waiting for dependents to stop: api"),
+		},
+		{
+			name: "held by down, its dependent stays declared => stop",
+			desired: map[string]Desired{
+				"db":  {Server: srv("db", spec.RestartAlways), Hash: "h1", Held: true},
+				"api": {Server: srv("api", spec.RestartAlways, "db"), Hash: "h1"},
+			},
+			observed: map[string]Observed{
+				"db":  running,
+				"api": withRunning(running, func(o *Observed) { o.DependsOn = []string{"db"} }),
+			},
+			server: "db",
+			want:   want("db", ActionStop, PhaseStopping, "stopped by down"),
+		},
+		{
 			name:    "held by down, stopped => nothing",
 			desired: map[string]Desired{"api": {Server: srv("api", spec.RestartAlways), Hash: "h1", Held: true}},
 			server:  "api",

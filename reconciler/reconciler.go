@@ -109,7 +109,11 @@ type Reconciler struct {
 	closeFn func() error // closes the exit watcher we made
 
 	statusKick chan struct{}
-	changed    chan struct{} // signalled on every phase or readiness change
+
+	// changeMu guards changeCh, closed (and replaced) on every change of a
+	// phase, readiness or pass, so that any number of waiters wake.
+	changeMu sync.Mutex
+	changeCh chan struct{}
 
 	mu      sync.Mutex
 	desired map[string]Desired
@@ -117,6 +121,8 @@ type Reconciler struct {
 	errs    spec.ErrorList
 	servers map[string]*server
 	held    map[string]bool
+	passes  uint64         // reconcile passes done; server.lastPass is the last one's number
+	fw      *FleetWatcher  // set by Run
 	starts  sync.WaitGroup // readiness waits and probers in flight
 }
 
@@ -156,6 +162,9 @@ type server struct {
 
 	livenessFailed bool
 	probeCancel    context.CancelFunc
+
+	// lastPass is the number of this server's last reconcile pass.
+	lastPass uint64
 }
 
 type tracked struct {
@@ -182,7 +191,7 @@ func New(cfg Config) (*Reconciler, error) {
 		exits:      cfg.Exits,
 		verify:     cfg.Verify,
 		statusKick: make(chan struct{}, 1),
-		changed:    make(chan struct{}, 1),
+		changeCh:   make(chan struct{}),
 		servers:    map[string]*server{},
 		held:       map[string]bool{},
 	}
@@ -296,10 +305,22 @@ func (r *Reconciler) kickStatus() {
 	case r.statusKick <- struct{}{}:
 	default:
 	}
-	select {
-	case r.changed <- struct{}{}:
-	default:
-	}
+	r.notifyChange()
+}
+
+// notifyChange wakes every waiter of changes().
+func (r *Reconciler) notifyChange() {
+	r.changeMu.Lock()
+	close(r.changeCh)
+	r.changeCh = make(chan struct{})
+	r.changeMu.Unlock()
+}
+
+// changes returns a channel closed at the next change.
+func (r *Reconciler) changes() <-chan struct{} {
+	r.changeMu.Lock()
+	defer r.changeMu.Unlock()
+	return r.changeCh
 }
 
 // statusWriter writes status.json after changes until ctx ends, then once
@@ -527,6 +548,14 @@ func (r *Reconciler) Run(ctx context.Context) error {
 	if err := r.setup(); err != nil {
 		return err
 	}
+	r.mu.Lock()
+	r.fw = fw // from now on the API may reload and down
+	r.mu.Unlock()
+	defer func() {
+		r.mu.Lock()
+		r.fw = nil
+		r.mu.Unlock()
+	}()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var bg sync.WaitGroup
@@ -633,11 +662,12 @@ func (r *Reconciler) Converge(ctx context.Context, opts ConvergeOptions) (Status
 	r.enqueueAll()
 	var waitErr error
 	for {
+		ch := r.changes()
 		if pending := r.unsettled(opts.Wait); pending == nil {
 			break
 		}
 		select {
-		case <-r.changed:
+		case <-ch:
 		case <-ctx.Done():
 			waitErr = ctx.Err()
 		}

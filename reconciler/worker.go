@@ -33,36 +33,43 @@ func (r *Reconciler) reconcile(ctx context.Context, name string) (Result, error)
 	r.mu.Lock()
 	s := r.serverLocked(name)
 	desired := r.desired
-	held := r.held[name]
+	if len(r.held) > 0 {
+		desired = withHeld(desired, r.held)
+	}
 	r.mu.Unlock()
 	d, declared := desired[name]
-	if declared && held {
-		d.Held = true
-		desired = withDesired(desired, name, d)
-	}
 
 	ob, err := r.observe(ctx, s, d, declared)
 	if err != nil {
 		return Result{}, err
 	}
-	observed := r.observedFor(name, ob.obs, desired, declared)
+	observed := r.observedFor(name, ob.obs, desired, declared && !d.Held)
 	a := PlanServer(name, desired, observed)
 	log.V(1).Info("Planned", "action", a.Kind.String(), "reason", a.Reason, "phase", a.Phase.String())
-	return r.apply(ctx, s, d, a, ob)
+	res, err := r.apply(ctx, s, d, a, ob)
+	r.mu.Lock()
+	r.passes++
+	s.lastPass = r.passes
+	r.mu.Unlock()
+	r.notifyChange()
+	return res, err
 }
 
-func withDesired(m map[string]Desired, name string, d Desired) map[string]Desired {
+// withHeld returns a copy of m with Held set on the held servers.
+func withHeld(m map[string]Desired, held map[string]bool) map[string]Desired {
 	out := make(map[string]Desired, len(m))
 	for k, v := range m {
+		if held[k] {
+			v.Held = true
+		}
 		out[k] = v
 	}
-	out[name] = d
 	return out
 }
 
 // observedFor builds the observed map Plan reads: this server, the
-// readiness of its dependencies, and (for a pruned server) the other pruned
-// servers still running.
+// readiness of its dependencies, and (for a server being stopped: pruned,
+// or held by down, declared false) the other servers still running.
 func (r *Reconciler) observedFor(name string, self Observed, desired map[string]Desired, declared bool) map[string]Observed {
 	m := map[string]Observed{name: self}
 	r.mu.Lock()
@@ -81,7 +88,7 @@ func (r *Reconciler) observedFor(name string, self Observed, desired map[string]
 		if n == name || s.tracked == nil {
 			continue
 		}
-		if _, ok := desired[n]; ok {
+		if d, ok := desired[n]; ok && !d.Held && !r.held[n] {
 			continue
 		}
 		m[n] = Observed{Ownership: OwnOwned, Tracked: true, DependsOn: s.tracked.spec.DependsOn}

@@ -5,10 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/procfleet/procfleet/internal/api"
 	"github.com/procfleet/procfleet/reconciler"
 )
 
@@ -48,6 +50,12 @@ func runApply(ctx context.Context, opts *globalOptions, stdout, stderr io.Writer
 		return fmt.Errorf("apply: --timeout must be positive, got %s", timeout)
 	}
 	sd, release, err := openLocked(opts, "apply")
+	if isLocked(err) {
+		if c := upClient(ctx, sd); c != nil {
+			defer c.Close()
+			return applyThroughUp(ctx, c, stdout, wait, timeout)
+		}
+	}
 	if err != nil {
 		return err
 	}
@@ -81,4 +89,43 @@ func runApply(ctx context.Context, opts *globalOptions, stdout, stderr io.Writer
 	}
 	fmt.Fprintf(stdout, "applied: %d server(s), %d ready\n", len(st.Servers), ready)
 	return nil
+}
+
+// applyThroughUp asks the running up to re-read its files and converge.
+func applyThroughUp(ctx context.Context, c *api.Client, stdout io.Writer, wait bool, timeout time.Duration) error {
+	var st reconciler.Status
+	err := c.Reload(ctx, wait, timeout, &st)
+	if err != nil {
+		var ae *api.Error
+		if errors.As(err, &ae) && len(st.Servers) > 0 {
+			var b strings.Builder
+			for _, s := range st.Servers {
+				if !s.Ready {
+					fmt.Fprintf(&b, "\n  %s: %s", s.Name, describe(s))
+				}
+			}
+			return fmt.Errorf("apply (through procfleet up): %w%s", err, b.String())
+		}
+		return fmt.Errorf("apply (through procfleet up): %w", err)
+	}
+	ready := 0
+	for _, s := range st.Servers {
+		if s.Ready {
+			ready++
+		}
+	}
+	fmt.Fprintf(stdout, "applied through procfleet up: %d server(s), %d ready\n", len(st.Servers), ready)
+	return nil
+}
+
+// describe is a server's phase with its reason and message.
+func describe(s reconciler.ServerStatus) string {
+	out := s.Phase.String()
+	if s.Reason != "" {
+		out += ": " + s.Reason
+	}
+	if s.Message != "" && s.Message != s.Reason {
+		out += " (" + s.Message + ")"
+	}
+	return out
 }

@@ -1,11 +1,15 @@
 package main
 
 import (
+	"context"
 	"fmt"
+	"io"
 	"os"
+	"slices"
 
 	"github.com/spf13/cobra"
 
+	"github.com/procfleet/procfleet/internal/api"
 	"github.com/procfleet/procfleet/reconciler"
 )
 
@@ -37,6 +41,12 @@ not be (a quarantined one included, with how to stop it by hand).`,
 				return nil
 			}
 			sd, release, err := openLocked(opts, "down")
+			if isLocked(err) {
+				if c := upClient(cmd.Context(), sd); c != nil {
+					defer c.Close()
+					return downThroughUp(cmd.Context(), c, cmd.ErrOrStderr(), names)
+				}
+			}
 			if err != nil {
 				return err
 			}
@@ -53,4 +63,21 @@ not be (a quarantined one included, with how to stop it by hand).`,
 	}
 	opts.addFileFlags(cmd)
 	return cmd
+}
+
+// downThroughUp asks the running up to stop the servers and keep them
+// stopped (until the fleet files change, an apply, or up restarts).
+func downThroughUp(ctx context.Context, c *api.Client, stderr io.Writer, names []string) error {
+	var st reconciler.Status
+	err := c.Down(ctx, names, &st)
+	if err != nil {
+		return fmt.Errorf("down (through procfleet up): %w", err)
+	}
+	for _, s := range st.Servers {
+		if len(names) == 0 || slices.Contains(names, s.Name) {
+			fmt.Fprintf(stderr, "%s: %s\n", s.Name, describe(s))
+		}
+	}
+	fmt.Fprintln(stderr, "procfleet up keeps them stopped until the fleet files change, 'procfleet apply', or up restarts")
+	return nil
 }

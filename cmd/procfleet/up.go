@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/procfleet/procfleet/actuate"
+	"github.com/procfleet/procfleet/internal/api"
 	"github.com/procfleet/procfleet/reconciler"
 	"github.com/procfleet/procfleet/spec"
 )
@@ -80,11 +81,29 @@ func runUp(ctx context.Context, opts *globalOptions, stderr io.Writer, downOnExi
 	if err != nil {
 		return err
 	}
+	// The socket: apply, down, status and describe talk to this up through
+	// it. Without it they say up holds the state folder.
+	ctx, cancel := context.WithCancel(ctx)
+	var served sync.WaitGroup
+	defer served.Wait()
+	defer cancel()
+	if l, err := api.Listen(sd.SocketPath(), log.WithName("api")); err != nil {
+		log.Error(err, "Cannot serve the API; apply, down and status will not reach this up")
+	} else {
+		srv := &api.Server{Backend: r.APIBackend(), Log: log.WithName("api")}
+		served.Go(func() {
+			if err := srv.Serve(ctx, l); err != nil {
+				log.Error(err, "API stopped")
+			}
+		})
+	}
 	fmt.Fprintf(stderr, "procfleet up (pid %d): watching %s; state in %s; Ctrl-C leaves the servers running\n",
 		os.Getpid(), strings.Join(opts.FleetPaths(), ", "), sd.Path)
 	if err := r.Run(ctx); err != nil {
 		return fleetError("up", err)
 	}
+	cancel()
+	served.Wait()
 	if !downOnExit {
 		fmt.Fprintf(stderr, "procfleet up: exiting; servers left running (the next 'procfleet up' adopts them; 'procfleet down' stops them)\n")
 		return nil
@@ -116,11 +135,31 @@ func openLocked(opts *globalOptions, command string) (*actuate.StateDir, func() 
 	if err != nil {
 		var le *actuate.LockedError
 		if errors.As(err, &le) {
-			return nil, nil, lockedError(command, le, path)
+			// sd is returned with the error: the caller may talk to the
+			// holder through its socket.
+			return sd, nil, lockedError(command, le, path)
 		}
 		return nil, nil, fmt.Errorf("%s: %w", command, err)
 	}
 	return sd, release, nil
+}
+
+// upClient dials the socket of the `up` that holds the state folder, after
+// openLocked found it locked. It returns nil when nobody answers there.
+func upClient(ctx context.Context, sd *actuate.StateDir) *api.Client {
+	dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	c, err := api.Dial(dctx, sd.SocketPath())
+	if err != nil {
+		return nil
+	}
+	return c
+}
+
+// isLocked reports whether err is openLocked's "held by another process".
+func isLocked(err error) bool {
+	var le *actuate.LockedError
+	return errors.As(err, &le)
 }
 
 func lockedError(command string, le *actuate.LockedError, path string) error {
@@ -131,10 +170,8 @@ func lockedError(command string, le *actuate.LockedError, path string) error {
 	switch command {
 	case "up":
 		return fmt.Errorf("up: %s already acts on the state folder %s (is 'procfleet up' running?): %w", holder, path, le)
-	case "apply":
-		return fmt.Errorf("apply: %s holds the state folder %s; a running 'procfleet up' applies saved fleet files by itself (apply through its socket is not built yet): %w", holder, path, le)
 	default:
-		return fmt.Errorf("%s: %s holds the state folder %s; stop 'procfleet up' first (or run it with --down-on-exit): %w", command, holder, path, le)
+		return fmt.Errorf("%s: %s holds the state folder %s and does not answer on its socket; try again once it has started, or stop it: %w", command, holder, path, le)
 	}
 }
 

@@ -232,23 +232,25 @@ func portIsFree(port int) bool {
 }
 
 // TestUpApplyDown runs the real binary: up converges (dependsOn order),
-// restarts a server killed with -9, refuses a second up (naming the
-// holder's pid) and an apply; kill -9 of up and a new up adopt the same
-// pids; SIGTERM leaves the servers running; down stops them all.
+// refuses a second up (naming the holder's pid), applies and downs through
+// its socket (a downed server stays stopped until apply), restarts a server
+// killed with -9; kill -9 of up and a new up adopt the same pids; SIGTERM
+// leaves the servers running; down through a new up stops them all.
 func TestUpApplyDown(t *testing.T) {
 	f := newE2EFleet(t, "db", "api")
 	f.write(map[string][]string{"api": {"db"}}, nil)
 	up1, log1 := f.up()
 	st := f.waitStatus("both ready", readyWith("db", "api"))
 	db, api := pidIn(st, "db"), pidIn(st, "api")
+	waitLog(t, log1, "api: ready in")
 
 	code, out := f.cmd("up", "-f", f.file)
 	if code != 1 || !strings.Contains(out, fmt.Sprintf("pid %d", up1.Process.Pid)) {
 		t.Errorf("second up: exit %d, output %q; want 1 naming pid %d", code, out, up1.Process.Pid)
 	}
-	code, out = f.cmd("apply", "-f", f.file)
-	if code != 1 || !strings.Contains(out, "procfleet up") {
-		t.Errorf("apply while up runs: exit %d, output %q; want 1 saying up holds the folder", code, out)
+	code, out = f.cmd("apply", "--wait", "-f", f.file)
+	if code != 0 || !strings.Contains(out, "applied through procfleet up: 2 server(s), 2 ready") {
+		t.Errorf("apply while up runs: exit %d, output %q; want 0, through up", code, out)
 	}
 
 	if err := syscall.Kill(api, syscall.SIGKILL); err != nil {
@@ -262,16 +264,33 @@ func TestUpApplyDown(t *testing.T) {
 		t.Errorf("db restarted when api was killed")
 	}
 
+	// down api through up: stopped and kept stopped; apply starts it again.
+	code, out = f.cmd("down", "api", "-f", f.file)
+	if code != 0 || !strings.Contains(out, "api: Stopped") {
+		t.Fatalf("down api through up: exit %d\n%s", code, out)
+	}
+	if syscall.Kill(api, 0) == nil {
+		t.Errorf("api pid %d alive after down api", api)
+	}
+	code, out = f.cmd("apply", "--wait", "-f", f.file)
+	if code != 0 {
+		t.Fatalf("apply after down: exit %d\n%s", code, out)
+	}
+	st = f.waitStatus("api back", func(st reconciler.Status) bool {
+		return readyWith("db", "api")(st) && pidIn(st, "api") != api
+	})
+	api = pidIn(st, "api")
+	if pidIn(st, "db") != db {
+		t.Errorf("down api / apply touched db")
+	}
+
 	// kill -9 up; a new up adopts both, starts nothing.
 	_ = up1.Process.Kill()
 	_, _ = up1.Process.Wait()
 	up2, log2 := f.up()
 	waitLog(t, log2, "db: adopted pid "+strconv.Itoa(db), "api: adopted pid "+strconv.Itoa(api))
-	f.waitStatus("adopted", func(st reconciler.Status) bool {
-		return readyWith("db", "api")(st) && pidIn(st, "db") == db && pidIn(st, "api") == api
-	})
-	if n, m := len(f.starts("db")), len(f.starts("api")); n != 1 || m != 2 {
-		t.Errorf("starts after adoption: db %d api %d; want 1 and 2", n, m)
+	if n, m := len(f.starts("db")), len(f.starts("api")); n != 1 || m != 3 {
+		t.Errorf("starts after adoption: db %d api %d; want 1 and 3", n, m)
 	}
 	// SIGTERM: exit 0, servers left running.
 	if err := up2.Process.Signal(syscall.SIGTERM); err != nil {
@@ -291,12 +310,16 @@ func TestUpApplyDown(t *testing.T) {
 		t.Errorf("up's progress lines missing:\n%s", b)
 	}
 
+	// down of everything through a third up.
+	up3, log3 := f.up()
+	waitLog(t, log3, "db: adopted pid "+strconv.Itoa(db), "api: adopted pid "+strconv.Itoa(api))
 	code, out = f.cmd("down", "-f", f.file)
 	if code != 0 {
 		t.Fatalf("down: exit %d\n%s", code, out)
 	}
-	if strings.Index(out, "api: stopped") > strings.Index(out, "db: stopping") {
-		t.Errorf("down stopped db before api:\n%s", out)
+	b, _ = os.ReadFile(log3)
+	if i, j := strings.Index(string(b), "api: stopped"), strings.Index(string(b), "db: stopping"); i < 0 || j < 0 || j < i {
+		t.Errorf("down did not stop api before db:\n%s", b)
 	}
 	entries, _ := os.ReadDir(filepath.Join(f.state, "servers"))
 	if len(entries) != 0 {
@@ -306,6 +329,12 @@ func TestUpApplyDown(t *testing.T) {
 		if !portIsFree(port) {
 			t.Errorf("%s's port %d still held after down", name, port)
 		}
+	}
+	if err := up3.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if err := up3.Wait(); err != nil {
+		t.Errorf("up3 after SIGTERM: %v", err)
 	}
 }
 
