@@ -29,6 +29,10 @@ missing (dependencies first, after they are Ready), replaces what changed and
 stops what was removed. It does not restart a server that fails: it reports it.
 The servers stay running when it exits.
 
+While 'procfleet up' runs on the state folder, apply asks it, through its
+socket, to re-read the files and converge (which also lifts a 'down' that
+keeps servers stopped), and with --wait waits until every server is Ready.
+
 Exit status: 0 when every server is Running (with --wait, Ready); 1 when any
 is Failed or Quarantined, is not Ready with --wait, or --timeout passed,
 with each such server's reason.`,

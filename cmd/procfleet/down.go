@@ -24,6 +24,10 @@ process group, waits terminationGracePeriodSeconds, then SIGKILL, and waits
 until its port is free; it signals only processes it proves are procfleet's.
 Records are removed.
 
+While 'procfleet up' runs on the state folder, down asks it, through its
+socket, to stop the servers (in the same order) and to keep them stopped
+until the fleet files change, 'procfleet apply', or up restarts.
+
 Exit status: 0 when every server was stopped; 1 naming each server that could
 not be (a quarantined one included, with how to stop it by hand).`,
 		Example: `  # Stop everything
