@@ -15,7 +15,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/procfleet/procfleet/actuate"
 	"github.com/procfleet/procfleet/internal/testserver"
+	"github.com/procfleet/procfleet/observe"
 	"github.com/procfleet/procfleet/reconciler"
 )
 
@@ -271,4 +273,91 @@ spec:
 	if code != 1 || !strings.Contains(errOut, "no server named nosuch") {
 		t.Errorf("describe nosuch: exit %d, stderr %q", code, errOut)
 	}
+}
+
+// TestQuarantinedServer: a record that cannot prove ownership (no start
+// time, rule 5) of a live process: status says Quarantined, diff flags it
+// (exit 2), describe prints the manual-stop command with its pid and
+// process group; nothing is signalled.
+func TestQuarantinedServer(t *testing.T) {
+	f := newE2EFleet(t, "odd")
+	port := f.ports["odd"]
+	argv := []string{f.server, "-port", strconv.Itoa(port), "-stamp", f.stamp("odd")}
+	c := exec.Command(argv[0], argv[1:]...)
+	c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Process.Kill(); _, _ = c.Process.Wait() })
+	pid := c.Process.Pid
+	waitAccepting(t, port)
+
+	yaml := fmt.Sprintf("apiVersion: procfleet.dev/v1alpha1\nkind: Server\nmetadata: {name: odd}\nspec:\n  command: [%q, -port, \"%d\", -stamp, %q]\n  port: %d\n",
+		f.server, port, f.stamp("odd"), port)
+	if err := os.WriteFile(f.file, []byte(yaml), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	sd, err := actuate.OpenStateDir(f.state)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Hand-written: no start time, no boot id.
+	rec := fmt.Sprintf(`{"version": 1, "name": "odd", "pid": %d, "pgid": %d, "cmdline": %s, "port": %d, "specHash": "sha256:x", "startedAt": "2026-11-30T10:00:00Z"}`,
+		pid, pid, mustJSON(t, argv), port)
+	if err := os.WriteFile(sd.RecordPath("odd"), []byte(rec), 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	st := f.statusJSON()
+	s, _ := st.Get("odd")
+	if s.Phase != reconciler.PhaseQuarantined || s.Reason != "UnverifiedOwner" || !strings.Contains(s.Message, fmt.Sprintf("kill -TERM -- -%d", pid)) {
+		t.Errorf("status of odd: %+v; want Quarantined/UnverifiedOwner with the manual-stop command", s)
+	}
+	code, out, errOut := f.run("diff", "-f", f.file)
+	if code != 2 || !strings.Contains(out, "! odd: quarantined: UnverifiedOwner") {
+		t.Errorf("diff: exit %d\n%s%s", code, out, errOut)
+	}
+	code, out, errOut = f.run("describe", "odd", "-f", f.file)
+	for _, want := range []string{"Quarantined", fmt.Sprintf("pid %d", pid), fmt.Sprintf("kill -TERM -- -%d", pid), "process group " + strconv.Itoa(pid)} {
+		if !strings.Contains(out, want) {
+			t.Errorf("describe odd: no %q in:\n%s", want, out)
+		}
+	}
+	if code != 0 {
+		t.Errorf("describe odd: exit %d\n%s", code, errOut)
+	}
+	if err := syscall.Kill(pid, 0); err != nil {
+		t.Errorf("the quarantined process is gone: %v", err)
+	}
+	if b, err := os.ReadFile(sd.RecordPath("odd")); err != nil || string(b) != rec {
+		t.Errorf("the record changed: %q, %v", b, err)
+	}
+}
+
+func mustJSON(t *testing.T, v any) string {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// waitAccepting waits until something accepts TCP on 127.0.0.1:port
+// (bounded).
+func waitAccepting(t *testing.T, port int) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !portAccepts(port) {
+		if time.Now().After(deadline) {
+			t.Fatalf("nothing accepts on port %d", port)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func portAccepts(port int) bool {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	return observe.PortAccepting(ctx, port)
 }
