@@ -249,9 +249,9 @@ spec:
 		s, ok := st.Get("crash")
 		return ok && s.Phase == reconciler.PhaseFailed && s.LastExit != nil
 	})
-	check := func(when string) {
+	check := func(when, source string) {
 		code, out, errOut := f.run("describe", "crash", "-f", f.file)
-		for _, want := range []string{"Phase:", "Failed", "exited with code 3", "boom: disk full", "Exited", "Restart:", "Never", "Events"} {
+		for _, want := range []string{"Phase:", "Failed", "exited with code 3", "boom: disk full", "Exited", "Restart:", "Never", "Events", source} {
 			if !strings.Contains(out, want) {
 				t.Errorf("describe %s: no %q in:\n%s", when, want, out)
 			}
@@ -260,7 +260,7 @@ spec:
 			t.Errorf("describe %s: exit %d\n%s", when, code, errOut)
 		}
 	}
-	check("during up")
+	check("during up", "Source:         the running procfleet up")
 	if err := up.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
@@ -268,7 +268,7 @@ spec:
 		b, _ := os.ReadFile(upLog)
 		t.Fatalf("up after SIGTERM: %v\n%s", err, b)
 	}
-	check("without up")
+	check("without up", "Source:         observed now")
 	code, _, errOut := f.run("describe", "nosuch", "-f", f.file)
 	if code != 1 || !strings.Contains(errOut, "no server named nosuch") {
 		t.Errorf("describe nosuch: exit %d, stderr %q", code, errOut)
