@@ -79,9 +79,9 @@ func runApply(ctx context.Context, opts *globalOptions, stdout, stderr io.Writer
 	switch {
 	case errors.As(err, &nc):
 		if errors.Is(nc.Cause, context.DeadlineExceeded) {
-			return fmt.Errorf("apply: timed out after %s: %w", timeout, nc)
+			return fmt.Errorf("apply: timed out after %s: %w%s", timeout, nc, notConvergedHint(nc))
 		}
-		return fmt.Errorf("apply: %w", nc)
+		return fmt.Errorf("apply: %w%s", nc, notConvergedHint(nc))
 	case err != nil:
 		return fleetError("apply", err)
 	}

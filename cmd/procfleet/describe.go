@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"sort"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -443,4 +444,18 @@ func orDash(s string) string {
 		return "-"
 	}
 	return s
+}
+
+// notConvergedHint tells what to do about the servers apply could not bring
+// to their declared state: describe shows why.
+func notConvergedHint(nc *reconciler.NotConvergedError) string {
+	names := make([]string, 0, len(nc.Servers))
+	for n := range nc.Servers {
+		names = append(names, n)
+	}
+	if len(names) == 0 {
+		return ""
+	}
+	sort.Strings(names)
+	return fmt.Sprintf("\nTo see why: procfleet describe %s (last exit, log tail, events; for a quarantined server, how to stop it by hand). Fix it, then run apply again.", names[0])
 }
