@@ -134,8 +134,15 @@ func coldStartFleet(b *testing.B, n int) (file string, ports []int, bin string) 
 	bin = testserver.Build(b)
 	dir := b.TempDir()
 	var sb strings.Builder
+	seen := map[int]bool{}
 	for i := range n {
+		// FreePort may hand out a port twice in a row; a fleet needs them
+		// distinct.
 		port := testserver.FreePort(b)
+		for seen[port] {
+			port = testserver.FreePort(b)
+		}
+		seen[port] = true
 		ports = append(ports, port)
 		if i > 0 {
 			sb.WriteString("---\n")
@@ -153,9 +160,11 @@ func coldStartFleet(b *testing.B, n int) (file string, ports []int, bin string) 
 // nothing to all Ready (then they are stopped, outside the timer). Compare
 // with BenchmarkColdStart100Direct, the floor (DESIGN.md: within 1.2x).
 func BenchmarkColdStart100(b *testing.B) {
-	file, _, _ := coldStartFleet(b, 100)
 	for b.Loop() {
 		b.StopTimer()
+		// Fresh ports each time: on a busy machine a port used a moment
+		// ago may be taken by someone's outgoing connection.
+		file, _, _ := coldStartFleet(b, 100)
 		sd, err := actuate.OpenStateDir(filepath.Join(b.TempDir(), ".procfleet"))
 		if err != nil {
 			b.Fatal(err)
@@ -182,8 +191,10 @@ func BenchmarkColdStart100(b *testing.B) {
 // BenchmarkColdStart100Direct starts the same 100 servers directly, in
 // parallel, and waits until every port accepts: the floor.
 func BenchmarkColdStart100Direct(b *testing.B) {
-	_, ports, bin := coldStartFleet(b, 100)
 	for b.Loop() {
+		b.StopTimer()
+		_, ports, bin := coldStartFleet(b, 100)
+		b.StartTimer()
 		cmds := make([]*exec.Cmd, len(ports))
 		var wg sync.WaitGroup
 		for i, port := range ports {

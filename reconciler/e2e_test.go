@@ -61,6 +61,15 @@ func newTestFleet(t *testing.T) *testFleet {
 func (f *testFleet) stamp(name string) string { return filepath.Join(f.dir, name+".stamp") }
 
 func (f *testFleet) add(s *testSpec) *testSpec {
+	// FreePort may hand out the same port twice: keep a fleet's distinct.
+	for taken := true; taken && s.port > 0; {
+		taken = false
+		for n, o := range f.specs {
+			if n != s.name && o.port == s.port {
+				taken, s.port = true, testserver.FreePort(f.t)
+			}
+		}
+	}
 	if _, ok := f.specs[s.name]; !ok {
 		f.order = append(f.order, s.name)
 	}

@@ -62,8 +62,14 @@ func newE2EFleet(t *testing.T, names ...string) *e2eFleet {
 	dir := t.TempDir()
 	f := &e2eFleet{t: t, dir: dir, file: filepath.Join(dir, "procfleet.yaml"), state: filepath.Join(dir, ".procfleet"),
 		server: testserver.Build(t), ports: map[string]int{}}
+	taken := map[int]bool{}
 	for _, n := range names {
-		f.ports[n] = testserver.FreePort(t)
+		port := testserver.FreePort(t)
+		for taken[port] { // FreePort may hand out a port twice
+			port = testserver.FreePort(t)
+		}
+		taken[port] = true
+		f.ports[n] = port
 	}
 	t.Cleanup(f.killServers)
 	return f
