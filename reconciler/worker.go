@@ -607,12 +607,11 @@ func (r *Reconciler) stop(ctx context.Context, s *server, d Desired, a Action, r
 	}
 	var q *actuate.QuarantineError
 	r.mu.Lock()
-	defer r.mu.Unlock()
+	if s.tracked == t {
+		s.tracked = nil
+	}
 	switch {
 	case err == nil:
-		if s.tracked == t {
-			s.tracked = nil
-		}
 		r.setReadyLocked(s, false, ReasonStopped, a.Reason)
 		if a.Kind == ActionReplace {
 			r.setPhaseLocked(s, PhasePending, a.Reason)
@@ -620,33 +619,29 @@ func (r *Reconciler) stop(ctx context.Context, s *server, d Desired, a Action, r
 			r.setPhaseLocked(s, PhaseStopped, a.Reason)
 			s.exitPending = false
 		}
-		deps := sp.DependsOn
-		r.mu.Unlock()
+	case errors.As(err, &q):
+		s.quarantine = q
+		r.setPhaseLocked(s, PhaseQuarantined, string(q.Reason))
+		s.message = q.Error()
+	default:
+		r.setPhaseLocked(s, PhaseFailed, err.Error())
+	}
+	r.mu.Unlock()
+
+	switch {
+	case err == nil:
 		if a.Kind == ActionStop {
 			r.event(s.name, EventNormal, ReasonStopped, "stopped", false)
 			r.queue.Add(s.name) // forgotten next pass if no longer declared
 		}
-		for _, dep := range deps {
-			r.queue.Add(dep) // a pruned dependency may wait for us
+		for _, dep := range sp.DependsOn {
+			r.queue.Add(dep) // a pruned or held dependency may wait for us
 		}
-		r.mu.Lock()
 		return Result{}, nil
-	case errors.As(err, &q):
-		if s.tracked == t {
-			s.tracked = nil
-		}
-		s.quarantine = q
-		r.setPhaseLocked(s, PhaseQuarantined, string(q.Reason))
-		s.message = q.Error()
-		r.mu.Unlock()
+	case q != nil:
 		r.event(s.name, EventWarning, ReasonQuarantined, q.Error(), false)
-		r.mu.Lock()
 		return Result{}, nil
 	default:
-		if s.tracked == t {
-			s.tracked = nil
-		}
-		r.setPhaseLocked(s, PhaseFailed, err.Error())
 		return Result{}, fmt.Errorf("stop server %s: %w", s.name, err)
 	}
 }
