@@ -159,10 +159,11 @@ func TestSoak(t *testing.T) {
 	h.chaos(chaosCtx)
 	stopChaos()
 	h.faultWG.Wait()
+	t0 := time.Now()
+	h.finalBurst()
 	h.logf("faults stopped; waiting for convergence (bound %s)", *flagConverge)
 
 	conv := map[string]time.Duration{}
-	t0 := time.Now()
 	if !h.waitConverged(ctx, *flagConverge, conv) {
 		h.violation("convergence: not converged within %s after the faults stopped", *flagConverge)
 	}
@@ -1280,6 +1281,54 @@ func (h *harness) faultStranger(ctx context.Context) bool {
 		h.stopStranger(st)
 	}
 	return true
+}
+
+// finalBurst ends the faults with one blow, so that convergence is measured
+// on real work: SIGKILL to up and to a third of the running servers (at most
+// 10) at once, then up is started again. With killup disabled, only servers
+// are killed.
+func (h *harness) finalBurst() {
+	procs := scanProcs(h.want)
+	h.mu.Lock()
+	var victims []proc
+	var names []string
+	for _, n := range h.names {
+		s := h.servers[n]
+		if !s.declared || s.grabber != nil || len(s.tainted) > 0 {
+			continue
+		}
+		if live := h.liveInstancesLocked(procs[n]); len(live) == 1 {
+			victims = append(victims, live[0])
+			names = append(names, n)
+		}
+	}
+	u := h.up
+	h.mu.Unlock()
+	h.rngMu.Lock()
+	h.rng.Shuffle(len(victims), func(i, j int) {
+		victims[i], victims[j] = victims[j], victims[i]
+		names[i], names[j] = names[j], names[i]
+	})
+	h.rngMu.Unlock()
+	n := min(10, len(victims)/3)
+	withUp := strings.Contains(*flagFaults, "killup")
+	if withUp {
+		_ = syscall.Kill(u.cmd.Process.Pid, syscall.SIGKILL)
+		<-u.done
+	}
+	for i := 0; i < n; i++ {
+		_ = syscall.Kill(victims[i].pid, syscall.SIGKILL)
+	}
+	h.journal("final burst: SIGKILL up %v and %d servers %v", withUp, n, names[:n])
+	h.mu.Lock()
+	h.faults["final-kill"] += n
+	if withUp {
+		h.faults["final-killup"]++
+	}
+	h.mu.Unlock()
+	if withUp {
+		h.startUp()
+	}
 }
 
 // ---- convergence and the end -------------------------------------------------
