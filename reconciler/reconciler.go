@@ -63,8 +63,10 @@ type Config struct {
 	// the real clock.
 	Clock clock.WithTicker
 	// Workers bounds how many servers are reconciled at once. Zero means
-	// 4 x GOMAXPROCS, at least 8. Starting only spawns (readiness is awaited
-	// off the workers), so a few workers start a large fleet in parallel.
+	// 16 x GOMAXPROCS, at least 64. Starting only spawns (readiness is
+	// awaited off the workers), but a stop holds its worker until the
+	// process has exited and its port is free, mostly waiting: the bound
+	// is how many servers stop in parallel.
 	Workers int
 	// ResyncPeriod is how often every server is looked at again. Zero means
 	// DefaultResyncPeriod; negative disables the resync.
@@ -202,7 +204,7 @@ func New(cfg Config) (*Reconciler, error) {
 		r.backoff = &Backoff{Clock: r.clock}
 	}
 	if r.cfg.Workers <= 0 {
-		r.cfg.Workers = max(8, 4*runtime.GOMAXPROCS(0))
+		r.cfg.Workers = max(64, 16*runtime.GOMAXPROCS(0))
 	}
 	if r.cfg.ResyncPeriod == 0 {
 		r.cfg.ResyncPeriod = DefaultResyncPeriod
