@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/procfleet/procfleet/internal/api"
+	"github.com/procfleet/procfleet/spec"
 )
 
 // APIBackend serves the running reconciler over the state folder's socket
@@ -50,11 +51,9 @@ func apiError(err error) error {
 		return nil
 	case errors.As(err, &nc) && nc.Cause != nil:
 		return fmt.Errorf("%w: %w", nc.Cause, api.ErrFailed)
-	case errors.As(err, &nc), errors.As(err, &de):
-		return fmt.Errorf("%w: %w", err, api.ErrFailed)
-	}
-	var list interface{ Unwrap() []error }
-	if errors.As(err, &list) {
+	case errors.As(err, &nc), errors.As(err, &de), errors.As(err, new(spec.ErrorList)):
+		// Not converged, not stopped, or fleet files that do not load (the
+		// last good fleet stays in force): it ran but did not succeed.
 		return fmt.Errorf("%w: %w", err, api.ErrFailed)
 	}
 	return err
