@@ -747,8 +747,13 @@ func watchStatus(ctx context.Context, opts *globalOptions, names []string, forma
 				return err
 			}
 			fmt.Fprintf(&b, "\nEvery %s: procfleet status (Ctrl-C ends)   %s\n", watchInterval, now.Format("15:04:05"))
-			// Home, clear the screen, draw.
-			if _, err := io.WriteString(w, "\x1b[H\x1b[2J"+b.String()); err != nil {
+			// Home, then each line over the old one (cleared to its end),
+			// then clear what is left below: no flicker.
+			frame := "\x1b[H" + strings.ReplaceAll(b.String(), "\n", "\x1b[K\n") + "\x1b[J"
+			if first {
+				frame = "\x1b[2J" + frame
+			}
+			if _, err := io.WriteString(w, frame); err != nil {
 				return err
 			}
 		case format == outputTable:
