@@ -17,8 +17,8 @@
 //     rename over servers/<name>.json, fsync of the folder. A reader sees the
 //     old record or the new one.
 //   - Read with O_NOFOLLOW, then fstat of the opened file: trusted only when
-//     it is a regular file owned by the effective uid with no permission bits
-//     for group or others (mode & 0o077 == 0), and when it parses and names
+//     it is a regular file owned by the effective uid that neither group nor
+//     others may write (mode & 0o022 == 0), and when it parses and names
 //     the server it is stored under. Anything else (rule 7) is renamed to
 //     <name>.json.corrupt-<UTC time> and reported as *UntrustedRecordError;
 //     no record is ever deleted unread. A record of a newer format version

@@ -198,8 +198,11 @@ func readTrusted(path string) (data []byte, reason string, err error) {
 	if uid, ok := fileOwner(fi); ok && uid != os.Geteuid() {
 		return nil, fmt.Sprintf("owned by uid %d, not by this user (uid %d)", uid, os.Geteuid()), nil
 	}
-	if perm := fi.Mode().Perm(); perm&0o077 != 0 {
-		return nil, fmt.Sprintf("mode %04o gives access to group or others (want 0600)", perm), nil
+	// DESIGN.md rule 7: a record anyone else could have written proves
+	// nothing. Read bits do no harm: a hand-written record made under the
+	// usual umask (0644) is still judged by rule 5, not thrown aside.
+	if perm := fi.Mode().Perm(); perm&0o022 != 0 {
+		return nil, fmt.Sprintf("mode %04o lets group or others write it (want 0600)", perm), nil
 	}
 	data, err = io.ReadAll(io.LimitReader(f, maxRecordSize+1))
 	if err != nil {

@@ -276,7 +276,7 @@ func TestReadRecordUntrusted(t *testing.T) {
 		{name: "other name", data: strings.Replace(valid, `"api"`, `"web"`, 1), reason: `names server "web"`},
 		{name: "zero pid", data: strings.Replace(valid, `"pid":10`, `"pid":0`, 1), reason: "invalid pid"},
 		{name: "mode 0666", data: valid, prepare: func(t *testing.T, p string) { chmod(t, p, 0o666) }, reason: "mode 0666"},
-		{name: "mode 0640", data: valid, prepare: func(t *testing.T, p string) { chmod(t, p, 0o640) }, reason: "mode 0640"},
+		{name: "mode 0646", data: valid, prepare: func(t *testing.T, p string) { chmod(t, p, 0o646) }, reason: "mode 0646"},
 		{name: "group writable", data: valid, prepare: func(t *testing.T, p string) { chmod(t, p, 0o620) }, reason: "mode 0620"},
 		{name: "other uid", data: valid, prepare: func(t *testing.T, p string) {
 			if os.Geteuid() != 0 {
@@ -333,6 +333,32 @@ func TestReadRecordUntrusted(t *testing.T) {
 				t.Errorf("Records() after moving aside = %v, %v; want nothing", recs, errs)
 			}
 		})
+	}
+}
+
+// TestReadRecordReadableByOthersTrusted: read bits for group and others do not
+// make a record untrusted (DESIGN.md rule 7 names other owners and write
+// access), so a hand-written 0644 record reaches rule 5 instead of being
+// moved aside.
+func TestReadRecordReadableByOthersTrusted(t *testing.T) {
+	for _, mode := range []os.FileMode{0o644, 0o640, 0o604} {
+		d := newStateDir(t)
+		path := d.RecordPath("api")
+		data := `{"version":1,"name":"api","pid":10,"pgid":10,"cmdline":["a"]}`
+		if err := os.WriteFile(path, []byte(data), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		chmod(t, path, mode)
+		rec, err := d.ReadRecord("api")
+		if err != nil {
+			t.Fatalf("mode %04o: ReadRecord = %v, want the record", mode, err)
+		}
+		if rec.PID != 10 || rec.StartTime != 0 {
+			t.Errorf("mode %04o: got %+v", mode, rec)
+		}
+		if _, err := os.Stat(path); err != nil {
+			t.Errorf("mode %04o: record no longer in place: %v", mode, err)
+		}
 	}
 }
 
