@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
@@ -64,6 +66,7 @@ It works with or without a running up, and changes nothing.`,
 			return runDescribe(cmd.Context(), opts, args[0], cmd.OutOrStdout())
 		},
 	}
+	cmd.ValidArgsFunction = completeServerNames(opts, 1)
 	opts.addFileFlags(cmd)
 	return cmd
 }
@@ -458,4 +461,41 @@ func notConvergedHint(nc *reconciler.NotConvergedError) string {
 	}
 	sort.Strings(names)
 	return fmt.Sprintf("\nTo see why: procfleet describe %s (last exit, log tail, events; for a quarantined server, how to stop it by hand). Fix it, then run apply again.", names[0])
+}
+
+// completeServerNames completes server names for status and describe: the
+// servers of the fleet files, and those with a record in the state folder.
+// It starts and signals nothing.
+func completeServerNames(opts *globalOptions, max int) cobra.CompletionFunc {
+	return func(cmd *cobra.Command, args []string, toComplete string) ([]cobra.Completion, cobra.ShellCompDirective) {
+		if max > 0 && len(args) >= max {
+			return nil, cobra.ShellCompDirectiveNoFileComp
+		}
+		set := map[string]bool{}
+		if f, err := spec.Load(opts.FleetPaths()...); err == nil {
+			for _, s := range f.Servers {
+				set[s.Metadata.Name] = true
+			}
+		}
+		if path, err := opts.StateDirPath(); err == nil {
+			if entries, err := os.ReadDir(filepath.Join(path, "servers")); err == nil {
+				for _, e := range entries {
+					if n, ok := strings.CutSuffix(e.Name(), ".json"); ok && api.CheckName(n) == nil {
+						set[n] = true
+					}
+				}
+			}
+		}
+		for _, a := range args {
+			delete(set, a)
+		}
+		var out []cobra.Completion
+		for n := range set {
+			if strings.HasPrefix(n, toComplete) {
+				out = append(out, n)
+			}
+		}
+		sort.Strings(out)
+		return out, cobra.ShellCompDirectiveNoFileComp
+	}
 }

@@ -112,6 +112,7 @@ only the rows that change (with -o json, one JSON document a line per change).`,
 			return writeStatus(out, output, st, time.Now())
 		},
 	}
+	cmd.ValidArgsFunction = completeServerNames(opts, 0)
 	opts.addFileFlags(cmd)
 	cmd.Flags().StringVarP(&output, "output", "o", outputTable, "output `FORMAT`: table, json or yaml")
 	cmd.Flags().BoolVarP(&watch, "watch", "w", false, "keep watching: redraw on a terminal, print changes otherwise (Ctrl-C ends)")

@@ -375,3 +375,22 @@ func TestStatusWatchPiped(t *testing.T) {
 		t.Errorf("status created the state folder %s (err %v); it must change nothing", state, err)
 	}
 }
+
+// TestCompleteServerNames: shell completion of NAME for status and describe
+// offers the fleet's servers (describe takes one).
+func TestCompleteServerNames(t *testing.T) {
+	state := filepath.Join(t.TempDir(), "state")
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"__complete", "describe", "-f", "testdata/good.yaml", "--state-dir", state, ""}, "api\ndb\n:4\n"},
+		{[]string{"__complete", "status", "-f", "testdata/good.yaml", "--state-dir", state, "api", ""}, "db\n:4\n"},
+		{[]string{"__complete", "describe", "-f", "testdata/good.yaml", "--state-dir", state, "api", ""}, ":4\n"},
+	} {
+		r := procfleet(t, tt.args...)
+		if r.code != 0 || r.stdout != tt.want {
+			t.Errorf("%v: exit %d, stdout %q; want %q", tt.args, r.code, r.stdout, tt.want)
+		}
+	}
+}
