@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"path/filepath"
 	"runtime"
 	"sort"
 	"sync"
@@ -14,6 +15,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/procfleet/procfleet/actuate"
+	"github.com/procfleet/procfleet/internal/logfile"
 	"github.com/procfleet/procfleet/observe"
 	"github.com/procfleet/procfleet/spec"
 )
@@ -94,6 +96,10 @@ type Config struct {
 	// Metrics, when set, receives the reconciler's metrics (NewMetrics).
 	// Nil means none.
 	Metrics *Metrics
+	// LogRotation sets when Run rotates the servers' logs (logs/*.log in
+	// StateDir): once as it starts, then on each periodic resync. The zero
+	// value means logfile's defaults (10 MiB, 3 copies kept).
+	LogRotation logfile.Options
 }
 
 // Reconciler keeps the servers in the state the fleet files declare.
@@ -535,11 +541,29 @@ func (r *Reconciler) teardown(workers <-chan struct{}) {
 	}
 }
 
+// rotateLogs rotates the servers' logs that have reached their limit. It
+// logs what goes wrong and goes on: a log that cannot be rotated keeps
+// growing, which is no reason to stop reconciling. Only the holder of the
+// state folder's lock may call it (logfile.Rotate wants a single rotator).
+func (r *Reconciler) rotateLogs() {
+	if r.cfg.StateDir == nil {
+		return
+	}
+	rotated, err := logfile.RotateDir(filepath.Dir(r.cfg.StateDir.LogPath("x")), r.cfg.LogRotation)
+	for _, p := range rotated {
+		r.log.V(1).Info("Log rotated", "path", p)
+	}
+	if err != nil {
+		r.log.Error(err, "Cannot rotate logs")
+	}
+}
+
 // Run loads the fleet files and keeps the servers as they declare until ctx
 // ends: it adopts what its records prove it owns, starts what is missing,
 // restarts what exits (as its restartPolicy says, with backoff), replaces
-// what changed, stops what was removed, and watches the files. When ctx
-// ends it returns nil and leaves the servers running.
+// what changed, stops what was removed, watches the files, and rotates the
+// logs (as it starts and on each resync). When ctx ends it returns nil and
+// leaves the servers running. The caller holds the state folder's lock.
 func (r *Reconciler) Run(ctx context.Context) error {
 	fw, err := NewFleetWatcher(FleetWatcherConfig{Paths: r.cfg.Files, Debounce: r.cfg.Debounce, Log: r.log.WithName("files"), Clock: r.clock})
 	if err != nil {
@@ -550,6 +574,7 @@ func (r *Reconciler) Run(ctx context.Context) error {
 	if err := r.setup(); err != nil {
 		return err
 	}
+	r.rotateLogs()
 	r.mu.Lock()
 	r.fw = fw // from now on the API may reload and down
 	r.mu.Unlock()
@@ -589,6 +614,7 @@ func (r *Reconciler) Run(ctx context.Context) error {
 					return
 				case <-t.C():
 					r.log.V(1).Info("Resync")
+					r.rotateLogs()
 					r.enqueueAll()
 				}
 			}
