@@ -77,14 +77,28 @@ func Build(t testing.TB) string {
 }
 
 // FreePort returns a TCP port on 127.0.0.1 that was free a moment ago.
+// Two calls may return the same port (the kernel may hand a just-closed
+// port out again): a test that needs several uses FreePorts.
 func FreePort(t testing.TB) int {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatalf("find a free port: %v", err)
+	return FreePorts(t, 1)[0]
+}
+
+// FreePorts returns n distinct TCP ports on 127.0.0.1 that were free a
+// moment ago: it holds every listener open until all n are chosen, so the
+// kernel cannot hand one out twice.
+func FreePorts(t testing.TB, n int) []int {
+	t.Helper()
+	ports := make([]int, 0, n)
+	for range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatalf("find %d free ports: %v", n, err)
+		}
+		defer l.Close()
+		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	return ports
 }
 
 // Main runs the server with the given flags and returns its exit code.
