@@ -330,16 +330,7 @@ func TestHardeningRecordOwnedByAnotherUIDNotTrusted(t *testing.T) {
 // uid -- same pid, start time, boot id and command line -- must still not
 // make procfleet signal that process: procfleet starts servers as its own
 // uid, so a process of another uid is never one of them.
-//
-// Known gap (issue 8 report): Decide compares start time, boot id, command
-// line and pidfd inode but not the process's uid, so as root this record is
-// judged Owned and Stop sends SIGTERM to the uid 65534 process. The test is
-// skipped until actuate refuses a process whose uid is not procfleet's
-// (PROCFLEET_TEST_KNOWN_GAPS=1 runs it now).
 func TestHardeningForeignUIDProcessNeverSignalled(t *testing.T) {
-	if os.Getenv("PROCFLEET_TEST_KNOWN_GAPS") != "1" {
-		t.Skip("known gap: actuate.Decide does not check the process uid; set PROCFLEET_TEST_KNOWN_GAPS=1 to run")
-	}
 	cmd, signals := foreignServer(t)
 	d := openStateDir(t)
 	rec := exactRecord(t, "api", cmd.Process.Pid)
