@@ -2,7 +2,6 @@ package actuate
 
 import (
 	"context"
-	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -80,14 +79,9 @@ func BenchmarkStopParallel50(b *testing.B) {
 	for b.Loop() {
 		b.StopTimer()
 		rs := make([]*Running, n)
-		// Ports first: a FreePort probe running beside a start could take
+		// Ports first: a FreePorts probe running beside a start could take
 		// that start's port for a moment (a real, if brief, conflict).
-		ports := make([]int, 0, n)
-		for len(ports) < n {
-			if p := testserver.FreePort(b); !slices.Contains(ports, p) {
-				ports = append(ports, p)
-			}
-		}
+		ports := testserver.FreePorts(b, n)
 		var wg sync.WaitGroup
 		for i := range n {
 			wg.Go(func() {

@@ -134,16 +134,8 @@ func coldStartFleet(b *testing.B, n int) (file string, ports []int, bin string) 
 	bin = testserver.Build(b)
 	dir := b.TempDir()
 	var sb strings.Builder
-	seen := map[int]bool{}
-	for i := range n {
-		// FreePort may hand out a port twice in a row; a fleet needs them
-		// distinct.
-		port := testserver.FreePort(b)
-		for seen[port] {
-			port = testserver.FreePort(b)
-		}
-		seen[port] = true
-		ports = append(ports, port)
+	ports = testserver.FreePorts(b, n)
+	for i, port := range ports {
 		if i > 0 {
 			sb.WriteString("---\n")
 		}

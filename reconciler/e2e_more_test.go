@@ -159,7 +159,8 @@ func converge(t *testing.T, f *testFleet, wait bool) (Status, error) {
 // leaves no record and no port held.
 func TestConvergeAndDown(t *testing.T) {
 	f := newTestFleet(t)
-	dbPort, apiPort := testserver.FreePort(t), testserver.FreePort(t)
+	ports := testserver.FreePorts(t, 2)
+	dbPort, apiPort := ports[0], ports[1]
 	f.add(&testSpec{name: "db", port: dbPort})
 	f.add(&testSpec{name: "api", port: apiPort, deps: []string{"db"}})
 	f.write()
@@ -215,9 +216,10 @@ func TestConvergeAndDown(t *testing.T) {
 // which is then never started blindly.
 func TestRecordsThatProveNothing(t *testing.T) {
 	f := newTestFleet(t)
-	f.add(&testSpec{name: "stale", port: testserver.FreePort(t)})
-	f.add(&testSpec{name: "reused", port: testserver.FreePort(t)})
-	f.add(&testSpec{name: "corrupt", port: testserver.FreePort(t)})
+	ports := testserver.FreePorts(t, 3)
+	f.add(&testSpec{name: "stale", port: ports[0]})
+	f.add(&testSpec{name: "reused", port: ports[1]})
+	f.add(&testSpec{name: "corrupt", port: ports[2]})
 	f.write()
 
 	// A pid that is gone: a process that ran and was reaped.

@@ -61,7 +61,8 @@ func newTestFleet(t *testing.T) *testFleet {
 func (f *testFleet) stamp(name string) string { return filepath.Join(f.dir, name+".stamp") }
 
 func (f *testFleet) add(s *testSpec) *testSpec {
-	// FreePort may hand out the same port twice: keep a fleet's distinct.
+	// A port added later by FreePort may repeat one the fleet has: keep a
+	// fleet's distinct (tests that pick several at once use FreePorts).
 	for taken := true; taken && s.port > 0; {
 		taken = false
 		for n, o := range f.specs {
@@ -321,9 +322,10 @@ func portFree(port int) bool {
 // restart, removal => stopped with its record gone and its port free.
 func TestFleetLifecycle(t *testing.T) {
 	f := newTestFleet(t)
-	f.add(&testSpec{name: "db", port: testserver.FreePort(t), args: []string{"-listen-delay", "150ms"}})
-	f.add(&testSpec{name: "api", port: testserver.FreePort(t), deps: []string{"db"}})
-	f.add(&testSpec{name: "web", port: testserver.FreePort(t)})
+	ports := testserver.FreePorts(t, 3)
+	f.add(&testSpec{name: "db", port: ports[0], args: []string{"-listen-delay", "150ms"}})
+	f.add(&testSpec{name: "api", port: ports[1], deps: []string{"db"}})
+	f.add(&testSpec{name: "web", port: ports[2]})
 	f.write()
 	rr := f.run(t, nil)
 

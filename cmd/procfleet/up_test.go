@@ -62,14 +62,8 @@ func newE2EFleet(t *testing.T, names ...string) *e2eFleet {
 	dir := t.TempDir()
 	f := &e2eFleet{t: t, dir: dir, file: filepath.Join(dir, "procfleet.yaml"), state: filepath.Join(dir, ".procfleet"),
 		server: testserver.Build(t), ports: map[string]int{}}
-	taken := map[int]bool{}
-	for _, n := range names {
-		port := testserver.FreePort(t)
-		for taken[port] { // FreePort may hand out a port twice
-			port = testserver.FreePort(t)
-		}
-		taken[port] = true
-		f.ports[n] = port
+	for i, port := range testserver.FreePorts(t, len(names)) {
+		f.ports[names[i]] = port
 	}
 	t.Cleanup(f.killServers)
 	return f

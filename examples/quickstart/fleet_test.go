@@ -27,7 +27,8 @@ func TestFleet(t *testing.T) {
 
 	dir := t.TempDir()
 	state := filepath.Join(t.TempDir(), "state")
-	ports := map[string]int{"18081": testserver.FreePort(t), "18082": testserver.FreePort(t), "18083": testserver.FreePort(t)}
+	free := testserver.FreePorts(t, 3)
+	ports := map[string]int{"18081": free[0], "18082": free[1], "18083": free[2]}
 	fleet := writeFleet(t, dir, bin, ports)
 	url := func(old string) string { return "http://127.0.0.1:" + strconv.Itoa(ports[old]) }
 

@@ -61,7 +61,8 @@ func buildBinaries(t *testing.T) string {
 // with SIGTERM and expects each to exit 0 (graceful shutdown).
 func TestServers(t *testing.T) {
 	bin := buildBinaries(t)
-	backendPort, apiPort, webPort := testserver.FreePort(t), testserver.FreePort(t), testserver.FreePort(t)
+	free := testserver.FreePorts(t, 3)
+	backendPort, apiPort, webPort := free[0], free[1], free[2]
 	url := func(port int) string { return "http://127.0.0.1:" + strconv.Itoa(port) }
 
 	backend := start(t, filepath.Join(bin, "backend"), "-port", strconv.Itoa(backendPort))
