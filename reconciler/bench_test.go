@@ -262,3 +262,107 @@ func BenchmarkCrashRestart(b *testing.B) {
 		}
 	}
 }
+
+// benchApplyEnv, set to "<fleet file>\n<state folder>", makes the test
+// binary an `apply --wait` that exits once every server is Ready, leaving
+// them orphans (reparented to init, as after `up` ended): what `procfleet
+// down` meets. Read by TestMain through runBenchApplyIfHelper.
+const benchApplyEnv = "PROCFLEET_BENCH_APPLY"
+
+func runBenchApplyIfHelper() {
+	v, ok := os.LookupEnv(benchApplyEnv)
+	if !ok {
+		return
+	}
+	file, state, _ := strings.Cut(v, "\n")
+	code := 0
+	sd, err := actuate.OpenStateDir(state)
+	if err == nil {
+		var r *Reconciler
+		r, err = New(Config{Files: []string{file}, StateDir: sd, Log: logr.Discard(), OneShot: true})
+		if err == nil {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			_, err = r.Converge(ctx, ConvergeOptions{Wait: true})
+			cancel()
+		}
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bench apply:", err)
+		code = 1
+	}
+	os.Exit(code)
+}
+
+// startFleet100 starts 100 small servers (apply --wait, untimed) in a
+// helper process that then exits, and returns the fleet file and the state
+// folder.
+func startFleet100(b *testing.B) (string, *actuate.StateDir) {
+	b.Helper()
+	file, _, _ := coldStartFleet(b, 100)
+	sd, err := actuate.OpenStateDir(filepath.Join(b.TempDir(), ".procfleet"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), benchApplyEnv+"="+file+"\n"+sd.Path)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		_ = Down(context.Background(), DownConfig{Files: []string{file}, StateDir: sd, Log: logr.Discard()}, nil)
+		b.Fatalf("apply: %v\n%s", err, out)
+	}
+	return file, sd
+}
+
+// BenchmarkStop100 is `procfleet down` after `up` ended: 100 servers that
+// exit on SIGTERM, orphans whose exits init reaps (on this VM about 2 s
+// later), from the call to every process gone, every record removed and
+// every port verified free (DESIGN.md: under 0.5 s). The start is not
+// timed.
+func BenchmarkStop100(b *testing.B) {
+	for b.Loop() {
+		b.StopTimer()
+		file, sd := startFleet100(b)
+		b.StartTimer()
+		if err := Down(context.Background(), DownConfig{Files: []string{file}, StateDir: sd, Log: logr.Discard()}, nil); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkStop100Up is `procfleet down` through a running up
+// (DownServers) of 100 servers that up started itself (its own children,
+// which it reaps). The start is not timed.
+func BenchmarkStop100Up(b *testing.B) {
+	for b.Loop() {
+		b.StopTimer()
+		file, _, _ := coldStartFleet(b, 100)
+		sd, err := actuate.OpenStateDir(filepath.Join(b.TempDir(), ".procfleet"))
+		if err != nil {
+			b.Fatal(err)
+		}
+		r, err := New(Config{Files: []string{file}, StateDir: sd, Log: logr.Discard(), ResyncPeriod: -1})
+		if err != nil {
+			b.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() { defer close(done); _ = r.Run(ctx) }()
+		deadline := time.Now().Add(time.Minute)
+		for len(r.Status().Servers) < 100 || len(r.notReady()) > 0 {
+			if time.Now().After(deadline) {
+				b.Fatal("fleet not ready")
+			}
+			time.Sleep(time.Millisecond)
+		}
+		b.StartTimer()
+		_, err = r.DownServers(context.Background(), nil)
+		b.StopTimer()
+		cancel()
+		<-done
+		_ = Down(context.Background(), DownConfig{Files: []string{file}, StateDir: sd, Log: logr.Discard()}, nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.StartTimer()
+	}
+}

@@ -23,6 +23,7 @@ import (
 
 func TestMain(m *testing.M) {
 	testserver.RunIfHelper()
+	runBenchApplyIfHelper()
 	os.Exit(m.Run())
 }
 
