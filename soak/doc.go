@@ -39,6 +39,11 @@
 //     0666, or owned by uid 65534 when run as root);
 //   - stranger: start a stranger process with a server's exact command line.
 //
+// The faults end with a final burst (SIGKILL to a third of the running
+// servers, at most 10, at once); convergence is measured from there, per
+// server, at 10 ms resolution (its process running, its port accepting),
+// and confirmed by `procfleet status -o json`.
+//
 // Invariants:
 //   - never two live instances of one server (a /proc scan every 20 ms; the
 //     strangers the soak started itself are told apart by pid);
