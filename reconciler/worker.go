@@ -305,11 +305,14 @@ func (r *Reconciler) apply(ctx context.Context, s *server, d Desired, a Action, 
 		return Result{}, nil
 	case ActionWait:
 		r.mu.Lock()
-		was := s.phase
+		was, wasReason := s.phase, s.reason
 		r.setPhaseLocked(s, a.Phase, a.Reason)
 		r.mu.Unlock()
 		if a.Phase == PhaseCrashLoopBackOff && was != PhaseCrashLoopBackOff {
 			r.event(s.name, EventWarning, ReasonBackOff, a.Reason, false)
+		}
+		if a.Phase == PhasePending && wasReason != a.Reason {
+			r.event(s.name, EventNormal, ReasonWaiting, a.Reason, false) // "waiting for db to be Ready"
 		}
 		return Result{RequeueAfter: a.RequeueAfter}, nil
 	case ActionQuarantine:
