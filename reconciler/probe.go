@@ -58,7 +58,12 @@ func (r *Reconciler) startProbes(ctx context.Context, s *server, srv *spec.Serve
 	}
 	pctx, cancel := context.WithCancel(ctx)
 	r.mu.Lock()
-	if s.tracked != t {
+	// Shutting down: teardown has cancelled (or is about to cancel, under
+	// this lock) every probe it knows of and then waits for them; a probe
+	// started after that would never end under Converge, whose context
+	// outlives teardown (apply --wait hung on a readiness wait that ended
+	// as teardown began).
+	if s.tracked != t || r.queue.ShuttingDown() {
 		r.mu.Unlock()
 		cancel()
 		return
