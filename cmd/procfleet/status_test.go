@@ -344,6 +344,11 @@ func TestCheckMetricsAddr(t *testing.T) {
 			t.Errorf("checkMetricsAddr(%q) = %q, %v; want an error with %q", tt.addr, got, err, tt.errPart)
 		}
 	}
+	// up refuses before it starts anything.
+	r := procfleet(t, "up", "-f", "testdata/good.yaml", "--state-dir", filepath.Join(t.TempDir(), "state"), "--metrics-addr", "0.0.0.0:9464")
+	if r.code != 1 || !strings.Contains(r.stderr, "refusing --metrics-addr") || !strings.Contains(r.stderr, "use 127.0.0.1:9464") {
+		t.Errorf("up --metrics-addr 0.0.0.0:9464: exit %d, stderr %q", r.code, r.stderr)
+	}
 }
 
 // TestStatusWatchPiped: --watch into a pipe prints the table once, then
