@@ -125,7 +125,8 @@ type harness struct {
 	recover    map[string][]time.Duration
 	up         *upProc
 	upRuns     int
-	victims    []string // servers killed by the final burst
+	victims    []string       // servers killed by the final burst
+	victimPIDs map[string]int // and the pids killed
 }
 
 func TestSoak(t *testing.T) {
@@ -160,8 +161,8 @@ func TestSoak(t *testing.T) {
 	h.chaos(chaosCtx)
 	stopChaos()
 	h.faultWG.Wait()
-	t0 := time.Now()
 	h.finalBurst()
+	t0 := time.Now()
 	h.logf("faults stopped; waiting for convergence (bound %s)", *flagConverge)
 
 	conv := map[string]time.Duration{}
@@ -1323,12 +1324,24 @@ func (h *harness) finalBurst() {
 	})
 	h.rngMu.Unlock()
 	n := min(10, len(victims)/3)
+	killed := map[string]int{}
 	for i := 0; i < n; i++ {
 		_ = syscall.Kill(victims[i].pid, syscall.SIGKILL)
+		killed[names[i]] = victims[i].pid
+	}
+	// Convergence counts from when the victims are dead (SIGKILL is not
+	// synchronous: for a moment the process still runs and its port accepts).
+	for i := 0; i < n; i++ {
+		pid := victims[i].pid
+		waitFor(context.Background(), 5*time.Second, func() bool {
+			p, ok := readProc(pid)
+			return !ok || !p.live() || p.start != victims[i].start
+		})
 	}
 	h.journal("final burst: SIGKILL %d servers %v", n, names[:n])
 	h.mu.Lock()
 	h.victims = names[:n]
+	h.victimPIDs = killed
 	h.faults["final-kill"] += n
 	h.mu.Unlock()
 }
@@ -1383,7 +1396,10 @@ func (h *harness) watchRunning(ctx context.Context, t0 time.Time) map[string]tim
 			if _, seen := out[n]; seen || !want {
 				continue
 			}
-			if h.runningAgain(s, 0) {
+			h.mu.Lock()
+			old := h.victimPIDs[n]
+			h.mu.Unlock()
+			if h.runningAgain(s, old) {
 				out[n] = time.Since(t0)
 			}
 		}
