@@ -319,20 +319,26 @@ func startFleet100(b *testing.B) (string, *actuate.StateDir) {
 // every port verified free (DESIGN.md: under 0.5 s). The start is not
 // timed.
 func BenchmarkStop100(b *testing.B) {
+	var cpu cpuMeter
 	for b.Loop() {
 		b.StopTimer()
 		file, sd := startFleet100(b)
 		b.StartTimer()
+		cpu.start()
 		if err := Down(context.Background(), DownConfig{Files: []string{file}, StateDir: sd, Log: logr.Discard()}, nil); err != nil {
 			b.Fatal(err)
 		}
+		cpu.stop()
 	}
+	cpu.report(b)
 }
 
 // BenchmarkStop100Up is `procfleet down` through a running up
 // (DownServers) of 100 servers that up started itself (its own children,
 // which it reaps). The start is not timed.
 func BenchmarkStop100Up(b *testing.B) {
+	var cpu cpuMeter
+	defer cpu.report(b)
 	for b.Loop() {
 		b.StopTimer()
 		file, _, _ := coldStartFleet(b, 100)
@@ -355,7 +361,9 @@ func BenchmarkStop100Up(b *testing.B) {
 			time.Sleep(time.Millisecond)
 		}
 		b.StartTimer()
+		cpu.start()
 		_, err = r.DownServers(context.Background(), nil)
+		cpu.stop()
 		b.StopTimer()
 		cancel()
 		<-done
@@ -365,4 +373,72 @@ func BenchmarkStop100Up(b *testing.B) {
 		}
 		b.StartTimer()
 	}
+}
+
+// BenchmarkStop100Direct is the floor of BenchmarkStop100: the benchmark
+// itself sends SIGTERM to the same 100 orphaned servers (pinned, through
+// their pidfds), waits for each to exit and for every port to be free.
+func BenchmarkStop100Direct(b *testing.B) {
+	var cpu cpuMeter
+	for b.Loop() {
+		b.StopTimer()
+		file, sd := startFleet100(b)
+		recs, errs := sd.Records()
+		if len(errs) > 0 || len(recs) != 100 {
+			b.Fatalf("records: %d, errors %v", len(recs), errs)
+		}
+		b.StartTimer()
+		cpu.start()
+		var wg sync.WaitGroup
+		for _, rec := range recs {
+			wg.Go(func() {
+				h, err := observe.Pin(rec.PID)
+				if err != nil {
+					b.Error(err)
+					return
+				}
+				defer h.Close()
+				if err := h.Signal(syscall.SIGTERM); err != nil {
+					b.Error(err)
+					return
+				}
+				ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+				defer cancel()
+				if err := h.Wait(ctx); err != nil {
+					b.Error(err)
+					return
+				}
+				for !portFree(rec.Port) {
+					if ctx.Err() != nil {
+						b.Error("port still held")
+						return
+					}
+					time.Sleep(time.Millisecond)
+				}
+			})
+		}
+		wg.Wait()
+		cpu.stop()
+		b.StopTimer()
+		_ = Down(context.Background(), DownConfig{Files: []string{file}, StateDir: sd, Log: logr.Discard()}, nil)
+		b.StartTimer()
+	}
+	cpu.report(b)
+}
+
+// cpuMeter adds up this process's CPU time (user + system) over timed
+// sections, reported as cpu-ms/op: a figure less at the mercy of the
+// machine's other load than the wall time.
+type cpuMeter struct{ total, at time.Duration }
+
+func cpuNow() time.Duration {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+func (m *cpuMeter) start() { m.at = cpuNow() }
+func (m *cpuMeter) stop()  { m.total += cpuNow() - m.at }
+func (m *cpuMeter) report(b *testing.B) {
+	b.ReportMetric(float64(m.total.Milliseconds())/float64(b.N), "cpu-ms/op")
 }

@@ -79,10 +79,29 @@ func (r *ring) list() []Event {
 }
 
 // eventFiles appends events, one JSON object a line, to each server's events
-// file in the state folder.
+// file in the state folder. Appends to one file are serialised (the size
+// check and rename must not interleave); different servers' files are
+// written in parallel, so that a fleet stopping at once does not queue
+// behind one lock.
 type eventFiles struct {
-	mu   sync.Mutex
-	path func(name string) string
+	mu    sync.Mutex             // guards locks
+	locks map[string]*sync.Mutex // per server
+	path  func(name string) string
+}
+
+// lock returns the lock of a server's events file.
+func (f *eventFiles) lock(name string) *sync.Mutex {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.locks == nil {
+		f.locks = map[string]*sync.Mutex{}
+	}
+	l := f.locks[name]
+	if l == nil {
+		l = &sync.Mutex{}
+		f.locks[name] = l
+	}
+	return l
 }
 
 func (f *eventFiles) append(e Event) error {
@@ -94,8 +113,9 @@ func (f *eventFiles) append(e Event) error {
 		return err
 	}
 	b = append(b, '\n')
-	f.mu.Lock()
-	defer f.mu.Unlock()
+	l := f.lock(e.Server)
+	l.Lock()
+	defer l.Unlock()
 	path := f.path(e.Server)
 	if fi, err := os.Stat(path); err == nil && fi.Size() > maxEventsFile {
 		_ = os.Rename(path, path+".1")

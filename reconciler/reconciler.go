@@ -28,6 +28,9 @@ const (
 	// seen, and costs one loopback connect per server per period while
 	// starting only.
 	startupReadyPeriod = 10 * time.Millisecond
+	// statusWriteInterval is the least time between two writes of
+	// status.json.
+	statusWriteInterval = 50 * time.Millisecond
 )
 
 // Actuator is what the reconciler needs to change the world
@@ -332,7 +335,10 @@ func (r *Reconciler) changes() <-chan struct{} {
 }
 
 // statusWriter writes status.json after changes until ctx ends, then once
-// more.
+// more. Writes are at least statusWriteInterval apart: a fleet changing at
+// once (100 servers stopping) kicks it hundreds of times, and each write
+// takes a snapshot of every server under the reconciler's lock, which the
+// workers need too; the file lags the changes by at most that interval.
 func (r *Reconciler) statusWriter(ctx context.Context) {
 	if r.cfg.StateDir == nil {
 		return
@@ -349,6 +355,15 @@ func (r *Reconciler) statusWriter(ctx context.Context) {
 			return
 		case <-r.statusKick:
 			write()
+		}
+		// Let the changes of the next interval gather into one write.
+		t := r.clock.NewTimer(statusWriteInterval)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			write()
+			return
+		case <-t.C():
 		}
 	}
 }
