@@ -132,7 +132,7 @@ func checkOutput(o string) error {
 func fleetStatus(ctx context.Context, opts *globalOptions, names []string) (reconciler.Status, error) {
 	v, err := observeFleet(ctx, opts, lookStatus)
 	if err != nil {
-		return reconciler.Status{}, err
+		return reconciler.Status{}, fmt.Errorf("status: %w", err)
 	}
 	return v.Status.only(names, v.describeSources())
 }
@@ -248,7 +248,7 @@ func observeFleet(ctx context.Context, opts *globalOptions, how look) (*fleetVie
 		return nil, fmt.Errorf("read the state folder %s: %w", path, err)
 	}
 	if v.StateDir == nil && v.LoadErr != nil && noFleetFile(v.LoadErr) {
-		return nil, fmt.Errorf("nothing to show: no fleet file at %s and no state folder at %s (pass the fleet files with -f, or the state folder with --state-dir)",
+		return nil, fmt.Errorf("no fleet file at %s and no state folder at %s: nothing to look at (pass the fleet files with -f, or the state folder with --state-dir)",
 			strings.Join(v.Files, ", "), path)
 	}
 
