@@ -85,12 +85,22 @@ func Down(ctx context.Context, cfg DownConfig, names []string) error {
 			emit(s, EventNormal, reason, msg, true)
 		})}
 	}
-	fleet, err := spec.Load(cfg.Files...)
-	if err != nil {
-		cfg.Log.Info("Fleet files do not load; stopping without dependency order", "error", err.Error())
-		fleet = &spec.Fleet{}
-	}
+	// The fleet (for the order and the timeouts) and the records are read
+	// at the same time: each costs tens of milliseconds with 100 servers on
+	// a busy machine, and every stop waits for both.
+	var fleet *spec.Fleet
+	loaded := make(chan struct{})
+	go func() {
+		defer close(loaded)
+		var err error
+		fleet, err = spec.Load(cfg.Files...)
+		if err != nil {
+			cfg.Log.Info("Fleet files do not load; stopping without dependency order", "error", err.Error())
+			fleet = &spec.Fleet{}
+		}
+	}()
 	recs, errs := cfg.StateDir.Records()
+	<-loaded
 	failed := map[string]error{}
 	for _, err := range errs {
 		var ue *actuate.UntrustedRecordError
