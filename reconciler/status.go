@@ -23,13 +23,13 @@ type ServerStatus struct {
 	Name       string      `json:"name"`
 	Phase      Phase       `json:"phase"`
 	Ready      bool        `json:"ready"`
-	PID        int         `json:"pid,omitempty"`
-	Port       int         `json:"port,omitempty"`
+	PID        int         `json:"pid"`
+	Port       int         `json:"port"`
 	Restarts   int         `json:"restarts"`
-	StartedAt  *time.Time  `json:"startedAt,omitempty"`
+	StartedAt  *time.Time  `json:"startedAt"`
 	Reason     string      `json:"reason"`
 	Message    string      `json:"message"`
-	LastExit   *LastExit   `json:"lastExit,omitempty"`
+	LastExit   *LastExit   `json:"lastExit"`
 	Conditions []Condition `json:"conditions"`
 	// Events are the server's recent events, oldest first (not written to
 	// status.json).

@@ -98,9 +98,6 @@ var (
 	designLastExit  = []string{"at", "code", "reason", "signal"}
 	designCondition = []string{"lastTransitionTime", "message", "reason", "status", "type"}
 	designError     = []string{"field", "file", "line", "message"}
-	// Left out of a server that has none (omitempty); every other field is
-	// always there.
-	designOptional = map[string]bool{"pid": true, "port": true, "startedAt": true, "lastExit": true}
 )
 
 func keys(m map[string]any) []string {
@@ -141,7 +138,7 @@ func TestStatusJSONFields(t *testing.T) {
 			}
 		}
 		for _, k := range designServer {
-			if _, ok := srv[k]; !ok && !designOptional[k] {
+			if _, ok := srv[k]; !ok {
 				t.Errorf("server %v: field %q missing", srv["name"], k)
 			}
 		}
@@ -163,8 +160,7 @@ func TestStatusJSONFields(t *testing.T) {
 			t.Errorf("server %v: ready is %T, want a boolean", srv["name"], srv["ready"])
 		}
 	}
-	// Across the fleet every DESIGN.md field appears (the optional ones on
-	// the servers that have them).
+	// Across the fleet every DESIGN.md field appears.
 	if d := cmp.Diff(designServer, keys(toAny(seen))); d != "" {
 		t.Errorf("server fields across the fleet (-DESIGN.md +got):\n%s", d)
 	}
