@@ -88,7 +88,12 @@
 // exited, only pinned processes are signalled, never a bare group id: if
 // kill(-pgid, 0) shows the group is not empty, its members are listed from
 // /proc, pinned, checked and handled like the rest (this is how a member
-// whose parent died, and which is therefore outside the tree, is caught). It
+// whose parent died, and which is therefore outside the tree, is caught).
+// Stops running at the same time share that scan of the process table: one
+// that starts after a stop asks serves it, so each sees the processes as
+// they are after its leader exited, and 100 servers stopping at once cost a
+// few scans, not 100 (an exited leader stays in its group until its parent
+// reaps it, which for an orphan is init, so the group is rarely empty yet). It
 // waits on the pins up to Grace (it wakes on the exit, it does not sleep),
 // re-reads the identities, sends SIGKILL likewise, waits up to KillTimeout,
 // and returns

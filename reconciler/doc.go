@@ -43,7 +43,12 @@
 //   - Reported. Every event (starting, ready, exited with reason, backing
 //     off, replaced, stopped, adopted, quarantined) is logged with the
 //     server's name, kept in a bounded ring per server and appended to the
-//     server's events file; status.json is rewritten after changes.
+//     server's events file; status.json is rewritten after changes, at
+//     most every 50 ms.
+//   - Logs rotated. Run rotates the servers' logs (logs/*.log) that have
+//     reached Config.LogRotation's size as it starts and on each periodic
+//     resync, as the holder of the state folder's lock (internal/logfile:
+//     copy, then cut the live file, which the server keeps writing).
 //
 // Run is `procfleet up`; Converge is `procfleet apply` (OneShot: a server
 // that fails is reported, not restarted); Down is `procfleet down`.
