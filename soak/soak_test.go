@@ -161,8 +161,7 @@ func TestSoak(t *testing.T) {
 	h.chaos(chaosCtx)
 	stopChaos()
 	h.faultWG.Wait()
-	h.finalBurst()
-	t0 := time.Now()
+	t0 := h.finalBurst()
 	h.logf("faults stopped; waiting for convergence (bound %s)", *flagConverge)
 
 	conv := map[string]time.Duration{}
@@ -1298,10 +1297,10 @@ func (h *harness) faultStranger(ctx context.Context) bool {
 
 // finalBurst ends the faults with one blow, so that convergence is measured
 // on real work: SIGKILL to a third of the running servers (at most 10) at
-// once. up itself is left running (killup faults test its restarts during
+// once; it returns the time of the kills. up itself is left running (killup faults test its restarts during
 // the run): a restart here would wipe its memory and hide a server stuck in
 // a state that only a restart of up clears.
-func (h *harness) finalBurst() {
+func (h *harness) finalBurst() time.Time {
 	procs := scanProcs(h.want)
 	h.mu.Lock()
 	var victims []proc
@@ -1325,12 +1324,14 @@ func (h *harness) finalBurst() {
 	h.rngMu.Unlock()
 	n := min(10, len(victims)/3)
 	killed := map[string]int{}
+	at := time.Now()
 	for i := 0; i < n; i++ {
 		_ = syscall.Kill(victims[i].pid, syscall.SIGKILL)
 		killed[names[i]] = victims[i].pid
 	}
-	// Convergence counts from when the victims are dead (SIGKILL is not
-	// synchronous: for a moment the process still runs and its port accepts).
+	// Convergence counts from the kills. Wait for the victims to be dead
+	// (SIGKILL is not synchronous: for a moment the process still runs and
+	// its port accepts), so that the convergence check never sees them.
 	for i := 0; i < n; i++ {
 		pid := victims[i].pid
 		waitFor(context.Background(), 5*time.Second, func() bool {
@@ -1344,6 +1345,7 @@ func (h *harness) finalBurst() {
 	h.victimPIDs = killed
 	h.faults["final-kill"] += n
 	h.mu.Unlock()
+	return at
 }
 
 // ---- convergence and the end -------------------------------------------------
