@@ -28,7 +28,7 @@ func smallFleet(t *testing.T, n int) (*harness, context.Context) {
 	h.writeFleet()
 	*flagServers = saved
 	h.startUp()
-	if !h.waitConverged(ctx, 60*time.Second, nil) {
+	if !h.waitConverged(ctx, 60*time.Second, nil, time.Now()) {
 		h.fatalf("the fleet did not converge within 60 s")
 	}
 	return h, ctx

@@ -143,7 +143,7 @@ func TestSoak(t *testing.T) {
 	h.writeFleet()
 	h.startUp()
 	coldStart := time.Now()
-	if !h.waitConverged(ctx, 90*time.Second, nil) {
+	if !h.waitConverged(ctx, 90*time.Second, nil, time.Now()) {
 		h.fatalf("the fleet did not converge at the start within 90 s")
 	}
 	h.setCount("coldStartMs", int(time.Since(coldStart).Milliseconds()))
@@ -170,7 +170,7 @@ func TestSoak(t *testing.T) {
 	upCtx, stopUpWatch := context.WithCancel(ctx)
 	upAt := make(chan map[string]time.Duration, 1)
 	go func() { upAt <- h.watchRunning(upCtx, t0) }()
-	if !h.waitConverged(ctx, *flagConverge, conv) {
+	if !h.waitConverged(ctx, *flagConverge, conv, t0) {
 		h.violation("convergence: not converged within %s after the faults stopped", *flagConverge)
 	}
 	stopUpWatch()
@@ -1411,16 +1411,15 @@ func (h *harness) watchRunning(ctx context.Context, t0 time.Time) map[string]tim
 }
 
 // waitConverged polls status until every server is as expected; conv (if
-// not nil) receives the time each server reached its expected state and
-// stayed in it.
-func (h *harness) waitConverged(ctx context.Context, bound time.Duration, conv map[string]time.Duration) bool {
-	t0 := time.Now()
-	deadline := t0.Add(bound)
+// not nil) receives the time since origin at which each server reached its
+// expected state and stayed in it.
+func (h *harness) waitConverged(ctx context.Context, bound time.Duration, conv map[string]time.Duration, origin time.Time) bool {
+	deadline := time.Now().Add(bound)
 	var last statusJSON
 	var lastErr error
 	why := map[string]string{}
 	for {
-		at := time.Since(t0)
+		at := time.Since(origin)
 		st, err := h.status(ctx)
 		last, lastErr = st, err
 		if err == nil {
