@@ -2,8 +2,6 @@ package actuate
 
 import (
 	"errors"
-	"os"
-	"strconv"
 
 	"golang.org/x/sys/unix"
 )
@@ -20,25 +18,4 @@ func closeInheritedFDs() error {
 	}
 	// Before Linux 5.11: one fcntl per descriptor.
 	return cloexecListed("/proc/self/fd")
-}
-
-func cloexecListed(dir string) error {
-	f, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	names, err := f.Readdirnames(-1)
-	own := int(f.Fd())
-	_ = f.Close()
-	if err != nil {
-		return err
-	}
-	for _, n := range names {
-		fd, err := strconv.Atoi(n)
-		if err != nil || fd < 3 || fd == own {
-			continue
-		}
-		_, _ = unix.FcntlInt(uintptr(fd), unix.F_SETFD, unix.FD_CLOEXEC)
-	}
-	return nil
 }
