@@ -62,6 +62,11 @@ type FleetWatcherConfig struct {
 //   - file events are hints: after a quiet Debounce it re-reads every file
 //     and compares content, so an atomic save, a vim-style save or a
 //     delete-then-recreate that leaves the content as it was changes nothing;
+//   - a read that differs from the fleet in force is applied only when a
+//     second read one debounce later (at once for Reload) finds the same
+//     content and no file event arrived while reading, so a file caught
+//     between an in-place save's truncate and its write never prunes or
+//     changes servers;
 //   - a file that fails to load keeps the last good fleet in force; the
 //     errors are logged with file and line and reported in FleetUpdate.Errors;
 //   - an inotify queue overflow, or Resync, re-reads everything.
@@ -79,7 +84,22 @@ type FleetWatcher struct {
 	errs    spec.ErrorList
 	prints  map[string][]byte
 	dirs    map[string]bool
+
+	// Owned by Run's goroutine: the signature of the last read that differed
+	// from the fleet in force and is waiting for a confirming read, and how
+	// many reads were dropped in a row because files were still changing.
+	pending []byte
+	retries int
+	// afterRead, when set (tests only), runs right after each read of the
+	// files, before the result is judged: it lets a test change a file at
+	// the instant an editor's in-place save would.
+	afterRead func()
 }
+
+// maxReloadRetries bounds how many reads in a row are dropped because file
+// events arrived while reading; after that a read is applied only once a
+// second read finds it unchanged.
+const maxReloadRetries = 8
 
 // NewFleetWatcher loads the fleet files and starts watching their folders.
 // A fleet that does not load is returned as the error (a spec.ErrorList):
@@ -199,49 +219,153 @@ func (w *FleetWatcher) Run(ctx context.Context, fn func(FleetUpdate)) error {
 			arm()
 		case <-fire:
 			fire = nil
-			w.reload(fn)
+			if w.reload(fn, false) {
+				arm()
+			}
 		case <-w.resync:
-			w.reload(fn)
+			if w.reload(fn, false) {
+				arm()
+			}
 		case done := <-w.reloads:
-			w.reload(fn)
+			if w.reload(fn, true) {
+				arm()
+			}
 			close(done)
 		}
 	}
 }
 
-// reload re-reads every file and reports what changed, if anything.
-func (w *FleetWatcher) reload(fn func(FleetUpdate)) {
+// readResult is one read of every fleet file.
+type readResult struct {
+	fleet  *spec.Fleet
+	errs   spec.ErrorList
+	prints map[string][]byte
+	sig    []byte
+}
+
+func (w *FleetWatcher) read() readResult {
 	fleet, err := spec.Load(w.paths...)
-	w.mu.Lock()
+	if w.afterRead != nil {
+		w.afterRead()
+	}
 	if err != nil {
 		list := asErrorList(err)
-		same := sameErrors(list, w.errs)
-		w.errs = list
-		cur := w.current
-		w.mu.Unlock()
-		if same {
-			return
-		}
+		var b bytes.Buffer
+		b.WriteString("errors\n")
 		for _, fe := range list {
-			w.log.Error(fe, "Fleet file invalid; keeping the last good fleet", "file", fe.File, "line", fe.Line, "field", fe.Field)
+			b.WriteString(fe.Error())
+			b.WriteByte('\n')
 		}
-		fn(FleetUpdate{Fleet: cur, Errors: list})
-		return
+		return readResult{errs: list, sig: b.Bytes()}
 	}
 	prints := fingerprints(fleet)
-	changed := changedNames(w.prints, prints)
-	hadErrs := len(w.errs) > 0
-	w.current, w.prints, w.errs = fleet, prints, nil
+	sig, err := json.Marshal(prints) // map keys are sorted: the same fleet gives the same bytes
+	if err != nil {
+		sig = []byte(err.Error())
+	}
+	return readResult{fleet: fleet, prints: prints, sig: append([]byte("fleet\n"), sig...)}
+}
+
+// eventsArrived drains the file events that came while the files were read,
+// and says whether there were any.
+func (w *FleetWatcher) eventsArrived() bool {
+	n := 0
+	for {
+		select {
+		case ev, ok := <-w.watcher.Events:
+			if !ok {
+				return n > 0
+			}
+			w.log.V(1).Info("File event while reading", "file", ev.Name, "op", ev.Op.String())
+			n++
+		default:
+			return n > 0
+		}
+	}
+}
+
+// reload re-reads every file and reports what changed, if anything. A read
+// that differs from the fleet in force is applied only once confirmed: by a
+// second identical read one debounce later (or at once for an explicit
+// Reload), with no file event arriving while reading. So a file caught
+// between an in-place save's truncate and its write, read as empty or
+// partial, never prunes or changes servers. It returns true when the files
+// must be read again after a debounce.
+func (w *FleetWatcher) reload(fn func(FleetUpdate), explicit bool) (again bool) {
+	r := w.read()
+	if explicit {
+		// The caller has finished saving: a second read now confirms.
+		if r2 := w.read(); !bytes.Equal(r.sig, r2.sig) {
+			w.log.Info("Fleet files changed while being read; reading again after the debounce")
+			w.pending = r2.sig
+			return true
+		}
+	} else if w.eventsArrived() && w.retries < maxReloadRetries {
+		w.retries++
+		w.pending = nil
+		w.log.V(1).Info("Fleet files changed while being read; reading again after the debounce", "retry", w.retries)
+		return true
+	}
+	w.retries = 0
+
+	w.mu.Lock()
+	inForce := sameAsInForce(r, w.prints, w.errs)
 	w.mu.Unlock()
-	if err := w.watchDirs(fleet); err != nil {
+	if inForce {
+		w.pending = nil
+		if r.fleet != nil {
+			if err := w.watchDirs(r.fleet); err != nil {
+				w.log.Error(err, "Cannot watch a fleet folder")
+			}
+		}
+		w.log.V(1).Info("Fleet files re-read; no change")
+		return false
+	}
+	if !explicit && !bytes.Equal(r.sig, w.pending) {
+		// First sight of this content: confirm it before anything running
+		// is stopped, pruned or changed on its account.
+		w.pending = r.sig
+		w.log.V(1).Info("Fleet files differ from the fleet in force; confirming with a second read")
+		return true
+	}
+	w.pending = nil
+	w.apply(r, fn)
+	return false
+}
+
+// sameAsInForce says whether r matches the fleet and errors in force.
+func sameAsInForce(r readResult, prints map[string][]byte, errs spec.ErrorList) bool {
+	if r.errs != nil {
+		return sameErrors(r.errs, errs)
+	}
+	return len(errs) == 0 && len(changedNames(prints, r.prints)) == 0
+}
+
+// apply makes a confirmed read the state in force and reports it.
+func (w *FleetWatcher) apply(r readResult, fn func(FleetUpdate)) {
+	w.mu.Lock()
+	if r.errs != nil {
+		w.errs = r.errs
+		cur := w.current
+		w.mu.Unlock()
+		for _, fe := range r.errs {
+			w.log.Error(fe, "Fleet file invalid; keeping the last good fleet", "file", fe.File, "line", fe.Line, "field", fe.Field)
+		}
+		fn(FleetUpdate{Fleet: cur, Errors: r.errs})
+		return
+	}
+	changed := changedNames(w.prints, r.prints)
+	hadErrs := len(w.errs) > 0
+	w.current, w.prints, w.errs = r.fleet, r.prints, nil
+	w.mu.Unlock()
+	if err := w.watchDirs(r.fleet); err != nil {
 		w.log.Error(err, "Cannot watch a fleet folder")
 	}
 	if len(changed) == 0 && !hadErrs {
-		w.log.V(1).Info("Fleet files re-read; no change")
 		return
 	}
 	w.log.Info("Fleet files changed", "servers", changed)
-	fn(FleetUpdate{Fleet: fleet, Changed: changed})
+	fn(FleetUpdate{Fleet: r.fleet, Changed: changed})
 }
 
 // watchDirs adds the folders to watch: each folder path itself, the folder

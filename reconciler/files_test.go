@@ -303,3 +303,80 @@ func asList(err error, list *spec.ErrorList) bool {
 	*list = l
 	return len(l) > 0
 }
+
+// TestFleetWatcherInPlaceSaveCaughtMidWayChangesNothing reads a file in the
+// instant an in-place save (O_TRUNC, then write) has emptied it, or written
+// half of it. The kernel cannot be made to schedule the watcher's read into
+// that instant on demand, so the test empties the file and restores it from
+// the watcher's afterRead seam: the first read sees the bad content, the
+// next ones the saved file. Nothing may be reported removed or changed.
+func TestFleetWatcherInPlaceSaveCaughtMidWayChangesNothing(t *testing.T) {
+	content := fleetYAML(serverYAML("api", "100"), serverYAML("db", "100"))
+	for name, midway := range map[string]string{
+		"truncated": "",
+		"partial":   serverYAML("api", "100"),
+	} {
+		t.Run(name, func(t *testing.T) {
+			dir := t.TempDir()
+			main := filepath.Join(dir, "procfleet.yaml")
+			other := filepath.Join(dir, "other.yaml")
+			writeFile(t, main, content)
+			writeFile(t, other, serverYAML("sentinel", "1"))
+			w, err := NewFleetWatcher(FleetWatcherConfig{Paths: []string{main, other}, Log: testr.New(t)})
+			if err != nil {
+				t.Fatalf("NewFleetWatcher: %v", err)
+			}
+			var once sync.Once
+			restored := make(chan struct{})
+			w.afterRead = func() {
+				once.Do(func() {
+					writeFile(t, main, content)
+					close(restored)
+				})
+			}
+			r := &recorder{signal: make(chan struct{}, 1)}
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan error, 1)
+			go func() { done <- w.Run(ctx, r.add) }()
+			t.Cleanup(func() {
+				cancel()
+				if err := <-done; err != nil {
+					t.Errorf("Run: %v", err)
+				}
+			})
+
+			writeFile(t, main, midway) // the save's truncate (and part of its write)
+			select {
+			case <-restored:
+			case <-time.After(10 * time.Second):
+				t.Fatal("the watcher did not read the files within 10 s")
+			}
+			atomicSave(t, other, serverYAML("sentinel", "2"))
+			for _, u := range r.waitUntil(t, "sentinel changed", changed("sentinel")) {
+				if diff := cmp.Diff([]string{"sentinel"}, u.Changed); diff != "" {
+					t.Errorf("update after an in-place save of identical content (-want +got):\n%s", diff)
+				}
+				if _, ok := u.Fleet.Get("db"); !ok {
+					t.Errorf("db left the fleet during an in-place save of identical content")
+				}
+			}
+		})
+	}
+}
+
+// TestFleetWatcherRemovalIsAppliedOnceConfirmed checks that confirming reads
+// do not hold a real removal back.
+func TestFleetWatcherRemovalIsAppliedOnceConfirmed(t *testing.T) {
+	dir := t.TempDir()
+	main := filepath.Join(dir, "procfleet.yaml")
+	writeFile(t, main, fleetYAML(serverYAML("api", "100"), serverYAML("db", "100")))
+	w, r := startWatcher(t, main)
+	writeFile(t, main, serverYAML("api", "100"))
+	got := r.waitUntil(t, "db removed", changed("db"))
+	if diff := cmp.Diff([]string{"db"}, got[len(got)-1].Changed); diff != "" {
+		t.Errorf("Changed (-want +got):\n%s", diff)
+	}
+	if fleet, _ := w.Fleet(); len(fleet.Servers) != 1 {
+		t.Errorf("Fleet() has %d servers after db's removal, want 1", len(fleet.Servers))
+	}
+}
