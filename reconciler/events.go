@@ -29,6 +29,12 @@ const (
 	ReasonQuarantined = "Quarantined"
 	ReasonUnhealthy   = "Unhealthy"
 	ReasonWaiting     = "Waiting"
+	// ReasonQuarantineLifted: an UntrustedRecord quarantine ended because
+	// nothing it protected is left (process gone, port free).
+	ReasonQuarantineLifted = "QuarantineLifted"
+	// ReasonRecordRewritten: the record on disk was untrusted and moved
+	// aside; a fresh one was written from the pinned process up started.
+	ReasonRecordRewritten = "RecordRewritten"
 )
 
 // Event is one thing that happened to a server.

@@ -170,6 +170,9 @@ type server struct {
 	// quarantine holds a quarantine found while stopping (Unkillable) so that
 	// it is not stopped again while its record stands.
 	quarantine *actuate.QuarantineError
+	// untrusted is the record moved aside that caused an UntrustedRecord
+	// quarantine: what is re-examined to lift it.
+	untrusted *actuate.UntrustedRecordError
 
 	livenessFailed bool
 	probeCancel    context.CancelFunc
@@ -451,6 +454,7 @@ func (r *Reconciler) quarantineUntrusted(ue *actuate.UntrustedRecordError) {
 	r.mu.Lock()
 	s := r.serverLocked(ue.Name)
 	s.quarantine = &actuate.QuarantineError{Name: ue.Name, Reason: actuate.UntrustedRecord, Message: ue.Error()}
+	s.untrusted = ue
 	was := s.phase
 	r.setPhaseLocked(s, PhaseQuarantined, string(actuate.UntrustedRecord))
 	s.message = ue.Error()

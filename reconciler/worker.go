@@ -119,7 +119,7 @@ func (r *Reconciler) observe(ctx context.Context, s *server, d Desired, declared
 	}
 
 	if !starting && ob.rec == nil {
-		if err := r.observeRecord(s, &ob); err != nil {
+		if err := r.observeRecord(s, d, &ob); err != nil {
 			return ob, err
 		}
 	}
@@ -151,28 +151,41 @@ func (r *Reconciler) observe(ctx context.Context, s *server, d Desired, declared
 }
 
 // observeRecord reads and verifies the server's record.
-func (r *Reconciler) observeRecord(s *server, ob *observation) error {
+func (r *Reconciler) observeRecord(s *server, d Desired, ob *observation) error {
 	rec, err := r.records.ReadRecord(s.name)
 	if err != nil {
 		var ue *actuate.UntrustedRecordError
 		switch {
 		case isNotExist(err):
 			r.mu.Lock()
-			q := s.quarantine
+			q, ue := s.quarantine, s.untrusted
 			if q != nil && q.Reason != actuate.UntrustedRecord {
 				s.quarantine = nil // the unkillable process is gone
 			}
 			r.mu.Unlock()
 			if q != nil && q.Reason == actuate.UntrustedRecord {
 				// Its record was moved aside: whatever it described may
-				// still run. Never start a second copy blindly; a restart
-				// of procfleet (or the operator) clears it.
+				// still run. Never start a second copy blindly: lift the
+				// quarantine only once nothing it could protect is left.
+				// Nothing is ever signalled on the word of that record.
+				why, gone := untrustedGone(ue, d)
+				if gone {
+					r.mu.Lock()
+					if s.quarantine == q {
+						s.quarantine, s.untrusted = nil, nil
+					}
+					r.mu.Unlock()
+					r.event(s.name, EventNormal, ReasonQuarantineLifted, "untrusted record quarantine lifted, nothing signalled: "+why, false)
+					return nil
+				}
+				r.log.V(1).Info("Untrusted record quarantine kept", "server", s.name, "why", why)
 				ob.obs = Observed{Ownership: OwnQuarantined, Reason: string(q.Reason), Message: q.Message}
 			}
 			return nil
 		case errors.As(err, &ue):
 			r.mu.Lock()
 			s.quarantine = &actuate.QuarantineError{Name: s.name, Reason: actuate.UntrustedRecord, Message: ue.Error()}
+			s.untrusted = ue
 			r.mu.Unlock()
 			ob.obs = Observed{Ownership: OwnQuarantined, Reason: string(actuate.UntrustedRecord), Message: ue.Error()}
 			return nil
