@@ -47,6 +47,7 @@ type RecordStore interface {
 	ReadRecord(name string) (actuate.Record, error)
 	Records() ([]actuate.Record, []error)
 	RemoveRecord(name string) error
+	WriteRecord(rec actuate.Record) error
 }
 
 // ExitWatcher tells when a watched process exits (*observe.ExitWatcher).
@@ -453,6 +454,24 @@ func (r *Reconciler) names() []string {
 func (r *Reconciler) quarantineUntrusted(ue *actuate.UntrustedRecordError) {
 	r.mu.Lock()
 	s := r.serverLocked(ue.Name)
+	if t := s.tracked; t != nil && !t.handle.Exited() {
+		// This reconciler holds the pinned handle of the process (it started
+		// or adopted it: identity proven), so the record on disk is only
+		// damaged, not a doubt about the process: write it again.
+		rec := t.rec
+		r.mu.Unlock()
+		err := r.records.WriteRecord(rec)
+		if err == nil {
+			msg := "record rewritten: the one on disk was untrusted"
+			if ue.MovedTo != "" {
+				msg += " and moved aside to " + ue.MovedTo
+			}
+			r.event(ue.Name, EventWarning, ReasonRecordRewritten, msg, false)
+			return
+		}
+		r.log.Error(err, "Cannot rewrite the record of a tracked server", "server", ue.Name)
+		r.mu.Lock()
+	}
 	s.quarantine = &actuate.QuarantineError{Name: ue.Name, Reason: actuate.UntrustedRecord, Message: ue.Error()}
 	s.untrusted = ue
 	was := s.phase

@@ -3,6 +3,7 @@ package reconciler
 import (
 	"context"
 	"os"
+	"path/filepath"
 	"syscall"
 	"testing"
 	"time"
@@ -98,5 +99,42 @@ func TestSalvageIdentity(t *testing.T) {
 		if pid != tc.pid || start != tc.start {
 			t.Errorf("salvageIdentity(%q) = %d, %d; want %d, %d", tc.in, pid, start, tc.pid, tc.start)
 		}
+	}
+}
+
+// TestCorruptRecordWhileTrackedIsRewritten: the record of a server this
+// reconciler started (and holds a pidfd of) is corrupted on disk. The next
+// resync moves it aside and writes a fresh one from the proven identity; the
+// server stays Running with the same pid, and a later reconciler adopts it.
+func TestCorruptRecordWhileTrackedIsRewritten(t *testing.T) {
+	f := newTestFleet(t)
+	f.add(&testSpec{name: "a", port: testserver.FreePort(t)})
+	f.write()
+	rr := f.run(t, nil)
+	a1 := pidOf(waitStatus(t, rr.r, "first start", allReady("a")), "a")
+	corruptRecord(t, f, "a")
+
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := rr.r.Reload(ctx, true, 10*time.Second); err != nil {
+		t.Fatalf("Reload: %v", err)
+	}
+	waitFor(t, "the record rewritten", func() bool { return rr.ev.count("a", ReasonRecordRewritten) == 1 })
+	if st := rr.r.Status(); !allReady("a")(st) || pidOf(st, "a") != a1 {
+		t.Errorf("after its record was rewritten, a is not Running as pid %d:\n%s", a1, dumpStatus(st))
+	}
+	rec, err := f.state.ReadRecord("a")
+	if err != nil || rec.PID != a1 {
+		t.Fatalf("record of a after the rewrite: %+v, %v; want pid %d", rec, err, a1)
+	}
+	if moved, _ := filepath.Glob(f.state.RecordPath("a") + ".corrupt-*"); len(moved) != 1 {
+		t.Errorf("the corrupt record was not moved aside: %v", moved)
+	}
+	rr.stop(t)
+
+	rr2 := f.run(t, nil)
+	st := waitStatus(t, rr2.r, "adoption", allReady("a"))
+	if pidOf(st, "a") != a1 || rr2.ev.count("a", ReasonAdopted) != 1 {
+		t.Errorf("after a restart of the reconciler a is pid %d with %d Adopted events; want %d adopted", pidOf(st, "a"), rr2.ev.count("a", ReasonAdopted), a1)
 	}
 }
