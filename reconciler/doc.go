@@ -27,7 +27,11 @@
 //     never started again until its readiness wait ends.
 //   - Never a stranger. Quarantined servers (rules 4-7, PortConflict,
 //     Unkillable) are reported and never signalled; a stale or reused record
-//     is removed without a signal.
+//     is removed without a signal. An UntrustedRecord quarantine is lifted
+//     on a resync once the process its moved-aside record named is gone,
+//     the port is free and no process runs the declared command line; a
+//     tracked server whose record turns untrusted gets a fresh record
+//     written from its pinned process (event RecordRewritten).
 //   - Parallel. Starting only spawns on a worker; readiness is awaited on
 //     its own goroutine, so independent servers start in parallel.
 //     dependsOn orders starts (dependents wait for Ready) and prunes and
@@ -37,7 +41,9 @@
 //     n-th waits 1 s x 2^(n-2), capped at 5 min; the count resets after
 //     10 min Ready. Meanwhile the phase is CrashLoopBackOff.
 //   - File events are hints. Folders are watched, events debounced, every
-//     file re-read and compared by content; a save that changes nothing
+//     file re-read and compared by content; a read that differs from the
+//     fleet in force is applied only when a second read confirms it, so a
+//     file caught mid in-place save prunes nothing; a save that changes nothing
 //     changes nothing running; a file that does not load keeps the last good
 //     fleet in force and shows its errors (Status.Errors).
 //   - Reported. Every event (starting, ready, exited with reason, backing
