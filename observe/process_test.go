@@ -20,9 +20,21 @@ func TestReadIdentityLiveChild(t *testing.T) {
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	startCmd(t, cmd)
 	pid := cmd.Process.Pid
-	id, err := ReadIdentity(pid)
-	if err != nil {
-		t.Fatal(err)
+	// cmd.Start returns before the child's execve has finished: until it
+	// has, /proc shows the forked test binary, or an empty command line
+	// while the new program's arguments are being set up. No event marks
+	// the end of exec, so poll, bounded by a deadline.
+	var id Identity
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		var err error
+		if id, err = ReadIdentity(pid); err != nil {
+			t.Fatal(err)
+		}
+		if id.Comm == "sleep" && len(id.Cmdline) > 0 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(2 * time.Millisecond)
 	}
 	boot, _ := BootID()
 	wantSID := pid
