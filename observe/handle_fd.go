@@ -64,6 +64,23 @@ func (h *Handle) waitFD(ready func(fd int) bool, block func(fd int, d time.Durat
 	}
 }
 
+// signalZero is CheckLiveness's first step on both platforms: kill(pid, 0)
+// says gone (ESRCH) or exists (0, EPERM); any other answer is unknown. decided
+// is false when the process exists and its state must be read next.
+func signalZero(pid int) (l Liveness, decided bool) {
+	if pid <= 0 {
+		return LivenessGone, true
+	}
+	err := unix.Kill(pid, 0)
+	switch {
+	case errors.Is(err, unix.ESRCH):
+		return LivenessGone, true
+	case err != nil && !errors.Is(err, unix.EPERM):
+		return LivenessUnknown, true
+	}
+	return LivenessAlive, false
+}
+
 // pinNone makes an unpinned handle: the pid and the start time read now.
 func pinNone(pid int) (*Handle, error) {
 	if err := unix.Kill(pid, 0); errors.Is(err, unix.ESRCH) {

@@ -118,13 +118,8 @@ func ReadIdentity(pid int) (Identity, error) {
 // CheckLiveness asks kill(pid, 0) first, then kern.proc.pid: a zombie is
 // gone; a state that cannot be read is unknown, never gone.
 func CheckLiveness(pid int) Liveness {
-	if pid <= 0 {
-		return LivenessGone
-	}
-	if err := unix.Kill(pid, 0); errors.Is(err, unix.ESRCH) {
-		return LivenessGone
-	} else if err != nil && !errors.Is(err, unix.EPERM) {
-		return LivenessUnknown
+	if l, decided := signalZero(pid); decided {
+		return l
 	}
 	kp, err := kinfo(pid)
 	switch {

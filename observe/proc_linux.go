@@ -101,13 +101,8 @@ func ReadIdentity(pid int) (Identity, error) {
 // then the state: a zombie or dead process is gone; a state that cannot be
 // read (hidepid, races, permissions) is unknown, never gone.
 func CheckLiveness(pid int) Liveness {
-	if pid <= 0 {
-		return LivenessGone
-	}
-	if err := unix.Kill(pid, 0); errors.Is(err, unix.ESRCH) {
-		return LivenessGone
-	} else if err != nil && !errors.Is(err, unix.EPERM) {
-		return LivenessUnknown
+	if l, decided := signalZero(pid); decided {
+		return l
 	}
 	st, err := readStat(pid)
 	switch {
