@@ -408,7 +408,7 @@ func BenchmarkStop100Direct(b *testing.B) {
 					b.Error(err)
 					return
 				}
-				for !portFree(rec.Port) {
+				for !testserver.PortFree(rec.Port) {
 					if ctx.Err() != nil {
 						b.Error("port still held")
 						return

@@ -205,7 +205,7 @@ func TestConvergeAndDown(t *testing.T) {
 	if len(recs) != 0 {
 		t.Errorf("%d records left after down", len(recs))
 	}
-	if !portFree(dbPort) || !portFree(apiPort) {
+	if !testserver.PortFree(dbPort) || !testserver.PortFree(apiPort) {
 		t.Errorf("ports still held after down")
 	}
 }

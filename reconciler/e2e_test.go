@@ -3,7 +3,6 @@ package reconciler
 import (
 	"context"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -308,15 +307,6 @@ func pidOf(st Status, name string) int {
 	return s.PID
 }
 
-func portFree(port int) bool {
-	l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(port))
-	if err != nil {
-		return false
-	}
-	l.Close()
-	return true
-}
-
 // TestFleetLifecycle drives one fleet through DESIGN.md "Reconciling": cold
 // start in dependsOn order, kill -9 => restart by exit event (resync is
 // off), args edit => only that server replaced, probe-only edit => no
@@ -385,7 +375,7 @@ func TestFleetLifecycle(t *testing.T) {
 	if _, err := f.state.ReadRecord("web"); err == nil {
 		t.Errorf("web's record still there after prune")
 	}
-	if !portFree(webPort) {
+	if !testserver.PortFree(webPort) {
 		t.Errorf("web's port %d still held after prune", webPort)
 	}
 	st = rr.r.Status()

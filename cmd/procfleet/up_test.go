@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -222,15 +221,6 @@ func waitLog(t *testing.T, path string, lines ...string) {
 
 func pidIn(st reconciler.Status, name string) int { s, _ := st.Get(name); return s.PID }
 
-func portIsFree(port int) bool {
-	l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(port))
-	if err != nil {
-		return false
-	}
-	l.Close()
-	return true
-}
-
 // TestUpApplyDown runs the real binary: up converges (dependsOn order),
 // refuses a second up (naming the holder's pid), applies and downs through
 // its socket (a downed server stays stopped until apply), restarts a server
@@ -326,7 +316,7 @@ func TestUpApplyDown(t *testing.T) {
 		t.Errorf("records left after down: %v", entries)
 	}
 	for name, port := range f.ports {
-		if !portIsFree(port) {
+		if !testserver.PortFree(port) {
 			t.Errorf("%s's port %d still held after down", name, port)
 		}
 	}
@@ -383,7 +373,7 @@ func TestUpDownOnExit(t *testing.T) {
 	if len(entries) != 0 {
 		t.Errorf("records left: %v", entries)
 	}
-	if !portIsFree(f.ports["solo"]) {
+	if !testserver.PortFree(f.ports["solo"]) {
 		t.Errorf("port still held")
 	}
 	b, _ := os.ReadFile(log)

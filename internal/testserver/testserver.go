@@ -280,3 +280,14 @@ func appendLine(path, line string) error {
 	}
 	return nil
 }
+
+// PortFree reports whether a listener can bind 127.0.0.1:port right now,
+// that is, nothing holds the port on loopback.
+func PortFree(port int) bool {
+	l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+	if err != nil {
+		return false
+	}
+	l.Close()
+	return true
+}
