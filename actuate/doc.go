@@ -23,6 +23,12 @@
 //     <name>.json.corrupt-<UTC time> and reported as *UntrustedRecordError;
 //     no record is ever deleted unread. A record of a newer format version
 //     is reported and left in place. Parsing never panics (fuzzed).
+//   - Only the holder of the state folder's lock moves records aside
+//     (ReadRecord, Records). A reader without the lock (status, describe,
+//     diff) calls InspectRecord or InspectRecords, the same code with the
+//     move switched off: it gets the same *UntrustedRecordError, with an
+//     empty MovedTo, and the folder is left exactly as it was, so it never
+//     races the lock holder's renames.
 //
 // # Ownership (DESIGN.md rules 1-7)
 //

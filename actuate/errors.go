@@ -103,8 +103,10 @@ func (e *LockedError) Error() string {
 
 // UntrustedRecordError reports a record that is never trusted: it did not
 // parse, or its file was owned by another user or accessible to group or
-// others, or it was not a regular file. The file was moved aside to MovedTo
-// (empty when even that failed; see Reason).
+// others, or it was not a regular file. ReadRecord and Records (the lock
+// holder's) moved the file aside to MovedTo; MovedTo is empty when even that
+// failed (Reason says so) and always for InspectRecord and InspectRecords,
+// which leave the file at Path.
 type UntrustedRecordError struct {
 	Name    string
 	Path    string

@@ -145,7 +145,34 @@ func syncDir(dir string) error {
 // does not parse, is moved aside and reported as *UntrustedRecordError. A
 // missing record is an error wrapping fs.ErrNotExist. A record of a newer
 // version is reported and left in place.
+//
+// Only the holder of the state folder's lock (up, apply, down) may call
+// ReadRecord: moving a record aside changes the folder. Everyone else
+// calls InspectRecord.
 func (d *StateDir) ReadRecord(name string) (Record, error) {
+	return d.readRecord(name, moveUntrusted)
+}
+
+// InspectRecord is ReadRecord for a reader that does not hold the state
+// folder's lock (status, describe, diff): it changes nothing. An untrusted
+// record is reported as *UntrustedRecordError with the same Reason that
+// ReadRecord gives and an empty MovedTo, and its file stays where it is, as
+// it is, for the lock holder to move aside.
+func (d *StateDir) InspectRecord(name string) (Record, error) {
+	return d.readRecord(name, keepUntrusted)
+}
+
+// untrustedAction says what a reader does with an untrusted record file.
+type untrustedAction bool
+
+const (
+	// moveUntrusted renames it aside (the lock holder's readers).
+	moveUntrusted untrustedAction = true
+	// keepUntrusted only reports it (read-only readers).
+	keepUntrusted untrustedAction = false
+)
+
+func (d *StateDir) readRecord(name string, act untrustedAction) (Record, error) {
 	if err := checkName(name); err != nil {
 		return Record{}, fmt.Errorf("read record: %w", err)
 	}
@@ -167,7 +194,7 @@ func (d *StateDir) ReadRecord(name string) (Record, error) {
 		}
 		reason = perr.Error()
 	}
-	return Record{}, d.moveAside(name, path, reason)
+	return Record{}, d.untrusted(name, path, reason, act)
 }
 
 // readTrusted opens path with O_NOFOLLOW and checks the opened file (not the
@@ -214,6 +241,15 @@ func readTrusted(path string) (data []byte, reason string, err error) {
 	return data, "", nil
 }
 
+// untrusted reports an untrusted record file and, for moveUntrusted, moves
+// it aside.
+func (d *StateDir) untrusted(name, path, reason string, act untrustedAction) error {
+	if act == keepUntrusted {
+		return &UntrustedRecordError{Name: name, Path: path, Reason: reason}
+	}
+	return d.moveAside(name, path, reason)
+}
+
 // moveAside renames an untrusted record to <name>.json.corrupt-<UTC time>,
 // so that it is kept for a person to look at and never read again.
 func (d *StateDir) moveAside(name, path, reason string) error {
@@ -231,7 +267,21 @@ func (d *StateDir) moveAside(name, path, reason string) error {
 // Records reads every record in servers/, sorted by name. Records that could
 // not be read are left out and reported in errs (*UntrustedRecordError for
 // those moved aside).
+//
+// Like ReadRecord, it is for the holder of the state folder's lock only;
+// everyone else calls InspectRecords.
 func (d *StateDir) Records() (recs []Record, errs []error) {
+	return d.records(moveUntrusted)
+}
+
+// InspectRecords is Records for a reader that does not hold the state
+// folder's lock: it changes nothing. Untrusted records are reported as
+// *UntrustedRecordError with an empty MovedTo and left where they are.
+func (d *StateDir) InspectRecords() (recs []Record, errs []error) {
+	return d.records(keepUntrusted)
+}
+
+func (d *StateDir) records(act untrustedAction) (recs []Record, errs []error) {
 	entries, err := os.ReadDir(filepath.Join(d.Path, serversDir))
 	if err != nil {
 		return nil, []error{fmt.Errorf("list records: %w", err)}
@@ -243,10 +293,10 @@ func (d *StateDir) Records() (recs []Record, errs []error) {
 		}
 		name := strings.TrimSuffix(fname, recordExt)
 		if checkName(name) != nil {
-			errs = append(errs, d.moveAside(name, filepath.Join(d.Path, serversDir, fname), "file name is not a server name"))
+			errs = append(errs, d.untrusted(name, filepath.Join(d.Path, serversDir, fname), "file name is not a server name", act))
 			continue
 		}
-		r, err := d.ReadRecord(name)
+		r, err := d.readRecord(name, act)
 		if err != nil {
 			if errors.Is(err, fs.ErrNotExist) {
 				continue // removed since the listing
