@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -47,7 +48,8 @@ type FleetWatcherConfig struct {
 	// Debounce is the quiet time after the last event before a reload.
 	// Zero means DefaultDebounce.
 	Debounce time.Duration
-	// Log receives file events (V(1)), reloads and load errors.
+	// Log receives the file events that count (V(1)), the ignored ones
+	// (V(2), once per name), reloads and load errors.
 	Log logr.Logger
 	// Clock drives the debounce timer. Nil means the real clock.
 	Clock clock.WithTicker
@@ -59,6 +61,12 @@ type FleetWatcherConfig struct {
 //   - it watches the folders that hold the files (and the folders of
 //     symlink targets), never the files themselves, so editors' rename-based
 //     saves are seen;
+//   - only events that can change what spec.Load reads count: a fleet file
+//     or path named on the command line, a file a fleet folder contributes
+//     (*.yaml, *.yml, not hidden), a symlink target of a fleet file, a fleet
+//     folder itself, and a Kubernetes ConfigMap's "..data" swap. Others (a
+//     log file written beside procfleet.yaml, an editor's swap or temp file)
+//     are ignored, logged at V(2);
 //   - file events are hints: after a quiet Debounce it re-reads every file
 //     and compares content, so an atomic save, a vim-style save or a
 //     delete-then-recreate that leaves the content as it was changes nothing;
@@ -69,7 +77,8 @@ type FleetWatcherConfig struct {
 //     changes servers;
 //   - a file that fails to load keeps the last good fleet in force; the
 //     errors are logged with file and line and reported in FleetUpdate.Errors;
-//   - an inotify queue overflow, or Resync, re-reads everything.
+//   - an event queue overflow (fsnotify.ErrEventOverflow: events were lost),
+//     or Resync, re-reads everything.
 type FleetWatcher struct {
 	paths    []string
 	debounce time.Duration
@@ -84,6 +93,11 @@ type FleetWatcher struct {
 	errs    spec.ErrorList
 	prints  map[string][]byte
 	dirs    map[string]bool
+
+	// Owned by Run's goroutine (and NewFleetWatcher before it): which event
+	// names count (see watchDirs).
+	rel     relevance
+	ignored map[string]bool // names whose ignored events were logged
 
 	// Owned by Run's goroutine: the signature of the last read that differed
 	// from the fleet in force and is waiting for a confirming read, and how
@@ -113,6 +127,7 @@ func NewFleetWatcher(cfg FleetWatcherConfig) (*FleetWatcher, error) {
 		resync:   make(chan struct{}, 1),
 		reloads:  make(chan chan struct{}),
 		dirs:     map[string]bool{},
+		ignored:  map[string]bool{},
 	}
 	if len(w.paths) == 0 {
 		w.paths = []string{spec.DefaultFile}
@@ -205,8 +220,9 @@ func (w *FleetWatcher) Run(ctx context.Context, fn func(FleetUpdate)) error {
 			if !ok {
 				return errors.New("watch fleet files: watcher closed")
 			}
-			w.log.V(1).Info("File event", "file", ev.Name, "op", ev.Op.String())
-			arm()
+			if w.note(ev, "File event") {
+				arm()
+			}
 		case err, ok := <-w.watcher.Errors:
 			if !ok {
 				return errors.New("watch fleet files: watcher closed")
@@ -267,7 +283,7 @@ func (w *FleetWatcher) read() readResult {
 }
 
 // eventsArrived drains the file events that came while the files were read,
-// and says whether there were any.
+// and says whether any of them counted.
 func (w *FleetWatcher) eventsArrived() bool {
 	n := 0
 	for {
@@ -276,8 +292,9 @@ func (w *FleetWatcher) eventsArrived() bool {
 			if !ok {
 				return n > 0
 			}
-			w.log.V(1).Info("File event while reading", "file", ev.Name, "op", ev.Op.String())
-			n++
+			if w.note(ev, "File event while reading") {
+				n++
+			}
 		default:
 			return n > 0
 		}
@@ -369,50 +386,158 @@ func (w *FleetWatcher) apply(r readResult, fn func(FleetUpdate)) {
 }
 
 // watchDirs adds the folders to watch: each folder path itself, the folder
-// of each file path, and the folders of symlink targets.
+// of each file path, and the folders of symlink targets. It also sets which
+// event names count from now on (w.rel).
 func (w *FleetWatcher) watchDirs(fleet *spec.Fleet) error {
 	want := map[string]bool{}
+	rel := relevance{files: map[string]bool{}, folders: map[string]bool{}, canon: map[string]string{}}
+	canon := func(dir string) string {
+		if c, ok := rel.canon[dir]; ok {
+			return c
+		}
+		c := canonDir(dir)
+		rel.canon[dir] = c
+		return c
+	}
+	addFile := func(p string) {
+		a := absPath(p)
+		rel.files[filepath.Join(canon(filepath.Dir(a)), filepath.Base(a))] = true
+	}
 	addTarget := func(p string) {
 		if fi, err := os.Lstat(p); err == nil && fi.Mode()&os.ModeSymlink != 0 {
 			if real, err := filepath.EvalSymlinks(p); err == nil {
+				real = absPath(real)
 				if rfi, err := os.Stat(real); err == nil && rfi.IsDir() {
 					want[real] = true
 				} else {
 					want[filepath.Dir(real)] = true
+					addFile(real)
 				}
 			}
 		}
 	}
 	for _, p := range w.paths {
+		a := absPath(p)
 		if fi, err := os.Stat(p); err == nil && fi.IsDir() {
-			want[filepath.Clean(p)] = true
+			want[a] = true
+			rel.folders[canon(a)] = true
 		} else {
-			want[filepath.Dir(p)] = true
+			want[filepath.Dir(a)] = true
+			addFile(a)
 		}
 		addTarget(p)
 	}
 	if fleet != nil {
 		for _, f := range fleet.Files {
+			addFile(f)
 			addTarget(f)
 		}
 	}
+	for dir := range want {
+		canon(dir)
+	}
+	w.rel = rel
 	var errs []error
 	for dir := range want {
-		abs, err := filepath.Abs(dir)
-		if err != nil {
-			abs = dir
-		}
-		if w.dirs[abs] {
+		if w.dirs[dir] {
 			continue
 		}
-		if err := w.watcher.Add(abs); err != nil {
-			errs = append(errs, fmt.Errorf("watch fleet folder %s: %w", abs, err))
+		if err := w.watcher.Add(dir); err != nil {
+			errs = append(errs, fmt.Errorf("watch fleet folder %s: %w", dir, err))
 			continue
 		}
-		w.dirs[abs] = true
-		w.log.V(1).Info("Watching folder", "folder", abs)
+		w.dirs[dir] = true
+		w.log.V(1).Info("Watching folder", "folder", dir)
 	}
 	return errors.Join(errs...)
+}
+
+// maxIgnoredLogged bounds the names remembered as logged ignored.
+const maxIgnoredLogged = 1024
+
+// configMapData is the name a Kubernetes ConfigMap volume swaps atomically
+// (a symlink to the folder of the new files) when its content changes.
+const configMapData = "..data"
+
+// relevance says which file event names can change what spec.Load reads.
+// Names are compared with their folder's symlinks resolved, because a
+// folder watched under two names (a symlink and its target) reports its
+// events under only one of them.
+type relevance struct {
+	files   map[string]bool   // fleet files, file paths and symlink targets
+	folders map[string]bool   // folder paths
+	canon   map[string]string // watched folder (absolute) -> resolved
+}
+
+// classify says whether an event on name counts, and whether name is a file
+// a fleet folder contributes (removing one removes its servers).
+func (rel relevance) classify(name string) (counts, member bool) {
+	name = filepath.Clean(name)
+	base := filepath.Base(name)
+	if base == configMapData {
+		return true, false
+	}
+	if c, ok := rel.canon[name]; ok && rel.folders[c] {
+		return true, false // a fleet folder itself
+	}
+	dir := filepath.Dir(name)
+	if c, ok := rel.canon[dir]; ok {
+		dir = c
+	}
+	if rel.folders[dir] && loaderReads(base) {
+		return true, true
+	}
+	return rel.files[filepath.Join(dir, base)], false
+}
+
+// loaderReads says whether spec.Load reads a file of this name in a fleet
+// folder: *.yaml and *.yml, hidden files skipped (spec/load.go, expand).
+func loaderReads(base string) bool {
+	if strings.HasPrefix(base, ".") {
+		return false
+	}
+	ext := filepath.Ext(base)
+	return ext == ".yaml" || ext == ".yml"
+}
+
+func absPath(p string) string {
+	if a, err := filepath.Abs(p); err == nil {
+		return a
+	}
+	return filepath.Clean(p)
+}
+
+// canonDir is dir, absolute, with its symlinks resolved when it exists.
+func canonDir(dir string) string {
+	a := absPath(dir)
+	if real, err := filepath.EvalSymlinks(a); err == nil {
+		return absPath(real)
+	}
+	return a
+}
+
+// note classifies one file event and logs it; it says whether it counts.
+func (w *FleetWatcher) note(ev fsnotify.Event, msg string) bool {
+	if ev.Has(fsnotify.Remove) || ev.Has(fsnotify.Rename) {
+		// A watched folder removed or moved takes its watch with it; a
+		// later read adds it again if it is back.
+		delete(w.dirs, filepath.Clean(ev.Name))
+	}
+	counts, _ := w.rel.classify(ev.Name)
+	if !counts {
+		// Once per name: a log written at V(2) beside the fleet files
+		// would otherwise log its own events for ever.
+		if w.log.V(2).Enabled() && !w.ignored[ev.Name] {
+			if len(w.ignored) >= maxIgnoredLogged {
+				clear(w.ignored)
+			}
+			w.ignored[ev.Name] = true
+			w.log.V(2).Info("File event ignored", "file", ev.Name, "op", ev.Op.String())
+		}
+		return false
+	}
+	w.log.V(1).Info(msg, "file", ev.Name, "op", ev.Op.String())
+	return true
 }
 
 // fingerprints maps each server to its full content (every field but its

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
+	"github.com/go-logr/logr/funcr"
 	"github.com/go-logr/logr/testr"
 	"github.com/google/go-cmp/cmp"
 
@@ -378,5 +380,123 @@ func TestFleetWatcherRemovalIsAppliedOnceConfirmed(t *testing.T) {
 	}
 	if fleet, _ := w.Fleet(); len(fleet.Servers) != 1 {
 		t.Errorf("Fleet() has %d servers after db's removal, want 1", len(fleet.Servers))
+	}
+}
+
+// logCapture keeps every log line of a funcr logger (and passes it on to
+// t.Log), so a test can check what the watcher saw.
+type logCapture struct {
+	t     *testing.T
+	mu    sync.Mutex
+	lines []string
+}
+
+func newLogCapture(t *testing.T, verbosity int) (*logCapture, logr.Logger) {
+	c := &logCapture{t: t}
+	return c, funcr.New(c.add, funcr.Options{Verbosity: verbosity})
+}
+
+func (c *logCapture) add(prefix, args string) {
+	c.mu.Lock()
+	c.lines = append(c.lines, args)
+	c.mu.Unlock()
+	c.t.Log(prefix, args)
+}
+
+// matching returns the lines holding every one of parts.
+func (c *logCapture) matching(parts ...string) []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []string
+next:
+	for _, l := range c.lines {
+		for _, p := range parts {
+			if !strings.Contains(l, p) {
+				continue next
+			}
+		}
+		out = append(out, l)
+	}
+	return out
+}
+
+// runWatcher runs w until the test ends.
+func runWatcher(t *testing.T, w *FleetWatcher) *recorder {
+	t.Helper()
+	r := &recorder{signal: make(chan struct{}, 1)}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- w.Run(ctx, r.add) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	})
+	return r
+}
+
+// TestFleetWatcherIgnoresUnrelatedFiles runs the watcher with its log
+// written to a file beside procfleet.yaml (each line an event in the
+// watched folder: it used to feed itself) and writes editor leftovers and
+// non-YAML files in the fleet folder; then changes a sentinel. Events are
+// delivered in order, so by the sentinel's update every earlier event was
+// seen: none of the unrelated ones may have counted.
+func TestFleetWatcherIgnoresUnrelatedFiles(t *testing.T) {
+	dir := t.TempDir()
+	main := filepath.Join(dir, "procfleet.yaml")
+	folder := filepath.Join(dir, "fleet.d")
+	if err := os.Mkdir(folder, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, main, serverYAML("api", "1"))
+	writeFile(t, filepath.Join(folder, "sentinel.yaml"), serverYAML("sentinel", "1"))
+	logFile, err := os.OpenFile(filepath.Join(dir, "procfleet.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = logFile.Close() })
+	c := &logCapture{t: t}
+	log := funcr.New(func(prefix, args string) {
+		c.add(prefix, args)
+		_, _ = fmt.Fprintln(logFile, prefix, args)
+	}, funcr.Options{Verbosity: 2})
+	w, err := NewFleetWatcher(FleetWatcherConfig{Paths: []string{main, folder}, Log: log})
+	if err != nil {
+		t.Fatalf("NewFleetWatcher: %v", err)
+	}
+	r := runWatcher(t, w)
+
+	unrelated := []string{
+		filepath.Join(dir, "notes.txt"),
+		filepath.Join(dir, ".procfleet.yaml.swp"),
+		filepath.Join(dir, "procfleet.yaml~"),
+		filepath.Join(folder, "README.md"),
+		filepath.Join(folder, ".hidden.yaml"),
+		filepath.Join(folder, "sentinel.yaml.orig"),
+	}
+	for _, f := range unrelated {
+		writeFile(t, f, "x")
+	}
+	atomicSave(t, filepath.Join(folder, "sentinel.yaml"), serverYAML("sentinel", "2"))
+	for _, u := range r.waitUntil(t, "sentinel changed", changed("sentinel")) {
+		if diff := cmp.Diff([]string{"sentinel"}, u.Changed); diff != "" {
+			t.Errorf("update (-want +got):\n%s", diff)
+		}
+	}
+	for _, f := range append(unrelated, logFile.Name()) {
+		for _, msg := range []string{`"File event"`, `"File event while reading"`} {
+			if got := c.matching(msg, strconv.Quote(f)); len(got) > 0 {
+				t.Errorf("an event on %s counted: %q", f, got)
+			}
+		}
+	}
+	for _, f := range unrelated {
+		if got := c.matching(`"File event ignored"`, strconv.Quote(f)); len(got) == 0 {
+			t.Errorf("no ignored event logged for %s", f)
+		}
+	}
+	if got := c.matching(`"File event ignored"`, strconv.Quote(logFile.Name())); len(got) == 0 {
+		t.Errorf("no ignored event logged for the log file")
 	}
 }
