@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -498,5 +499,83 @@ func TestFleetWatcherIgnoresUnrelatedFiles(t *testing.T) {
 	}
 	if got := c.matching(`"File event ignored"`, strconv.Quote(logFile.Name())); len(got) == 0 {
 		t.Errorf("no ignored event logged for the log file")
+	}
+}
+
+// TestFleetWatcherOverflowRereadsEverything makes the kernel's inotify
+// queue overflow for real: the watcher's goroutine is held inside a read
+// (the afterRead seam), so nothing drains the queue while more files than
+// fs.inotify.max_queued_events are created in the watched folder (distinct
+// names: inotify merges identical consecutive events). The fleet file is
+// changed after that, so its event is dropped. Those files are not fleet
+// files and their events are ignored; only the overflow can make the
+// watcher read the change.
+func TestFleetWatcherOverflowRereadsEverything(t *testing.T) {
+	b, err := os.ReadFile("/proc/sys/fs/inotify/max_queued_events")
+	if err != nil {
+		t.Skipf("no inotify queue limit to overflow: %v", err)
+	}
+	limit, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		t.Fatalf("max_queued_events %q: %v", b, err)
+	}
+	if limit > 1<<18 {
+		t.Skipf("fs.inotify.max_queued_events is %d: too many files to create to overflow it", limit)
+	}
+	// fsnotify may hold one read's worth of events (a 64 KiB buffer, 32
+	// bytes an event with these names) beside the kernel's queue.
+	files := limit + 65536/32 + 1024
+
+	dir := t.TempDir()
+	main := filepath.Join(dir, "procfleet.yaml")
+	writeFile(t, main, fleetYAML(serverYAML("api", "100"), serverYAML("db", "100")))
+	logs, log := newLogCapture(t, 1)
+	w, err := NewFleetWatcher(FleetWatcherConfig{Paths: []string{main}, Log: log})
+	if err != nil {
+		t.Fatalf("NewFleetWatcher: %v", err)
+	}
+	var hold atomic.Bool
+	held, release := make(chan struct{}), make(chan struct{})
+	var releaseOnce sync.Once
+	unblock := func() { releaseOnce.Do(func() { close(release) }) }
+	t.Cleanup(unblock) // before Run's cleanup (cleanups run last first)
+	w.afterRead = func() {
+		if hold.CompareAndSwap(true, false) {
+			close(held)
+			<-release
+		}
+	}
+	r := runWatcher(t, w)
+	t.Cleanup(unblock)
+
+	hold.Store(true)
+	w.Resync()
+	select {
+	case <-held:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the watcher did not read the files within 10 s")
+	}
+	for i := range files {
+		f, err := os.OpenFile(filepath.Join(dir, fmt.Sprintf("junk-%06d.log", i)), os.O_CREATE|os.O_WRONLY, 0o644)
+		if err != nil {
+			unblock()
+			t.Fatal(err)
+		}
+		_ = f.Close()
+	}
+	atomicSave(t, main, fleetYAML(serverYAML("api", "200"), serverYAML("db", "100")))
+	unblock()
+
+	got := r.waitUntil(t, "api changed after the overflow", changed("api"))
+	if diff := cmp.Diff([]string{"api"}, got[len(got)-1].Changed); diff != "" {
+		t.Errorf("Changed (-want +got):\n%s", diff)
+	}
+	if len(logs.matching(`"File events overflowed`)) == 0 {
+		t.Errorf("fsnotify.ErrEventOverflow was not seen (%d files created, max_queued_events %d)", files, limit)
+	}
+	for _, msg := range []string{`"File event"`, `"File event while reading"`} {
+		if got := logs.matching(msg, strconv.Quote(main)); len(got) > 0 {
+			t.Errorf("the fleet file's event was delivered, so the test proves nothing about the overflow: %q", got)
+		}
 	}
 }
