@@ -70,15 +70,21 @@ type FleetWatcherConfig struct {
 //   - file events are hints: after a quiet Debounce it re-reads every file
 //     and compares content, so an atomic save, a vim-style save or a
 //     delete-then-recreate that leaves the content as it was changes nothing;
-//   - a read that differs from the fleet in force is applied only when a
-//     second read one debounce later (at once for Reload) finds the same
-//     content and no file event arrived while reading, so a file caught
-//     between an in-place save's truncate and its write never prunes or
-//     changes servers;
+//   - a read that differs from the fleet in force is applied at once only
+//     when every event since the last settled read put a whole file into
+//     place (a create or rename, see fastEligible), the read loads without
+//     errors, every file in it declares a server, and a second read right
+//     away gives the same content with no event arriving meanwhile. Any
+//     other differing read (after a write to a file, a folder file removed
+//     or renamed, an overflow or a resync, or a read with errors) is applied
+//     only when a second read one debounce later (at once for Reload) finds
+//     the same content and no file event arrived while reading, so a file
+//     caught between an in-place save's truncate and its write never prunes
+//     or changes servers;
 //   - a file that fails to load keeps the last good fleet in force; the
 //     errors are logged with file and line and reported in FleetUpdate.Errors;
 //   - an event queue overflow (fsnotify.ErrEventOverflow: events were lost),
-//     or Resync, re-reads everything.
+//     or Resync, re-reads everything, confirmed as above.
 type FleetWatcher struct {
 	paths    []string
 	debounce time.Duration
@@ -95,8 +101,10 @@ type FleetWatcher struct {
 	dirs    map[string]bool
 
 	// Owned by Run's goroutine (and NewFleetWatcher before it): which event
-	// names count (see watchDirs).
+	// names count (see watchDirs), and what the events that counted since
+	// the last settled read could have left behind.
 	rel     relevance
+	win     window
 	ignored map[string]bool // names whose ignored events were logged
 
 	// Owned by Run's goroutine: the signature of the last read that differed
@@ -232,6 +240,9 @@ func (w *FleetWatcher) Run(ctx context.Context, fn func(FleetUpdate)) error {
 			} else {
 				w.log.Error(err, "File watch error; re-reading every fleet file")
 			}
+			// Events were lost: what they were is unknown, so the read is
+			// confirmed.
+			w.win.unknown()
 			arm()
 		case <-fire:
 			fire = nil
@@ -239,6 +250,7 @@ func (w *FleetWatcher) Run(ctx context.Context, fn func(FleetUpdate)) error {
 				arm()
 			}
 		case <-w.resync:
+			w.win.unknown()
 			if w.reload(fn, false) {
 				arm()
 			}
@@ -283,7 +295,7 @@ func (w *FleetWatcher) read() readResult {
 }
 
 // eventsArrived drains the file events that came while the files were read,
-// and says whether any of them counted.
+// notes them in w.win, and says whether any of them counted.
 func (w *FleetWatcher) eventsArrived() bool {
 	n := 0
 	for {
@@ -301,27 +313,48 @@ func (w *FleetWatcher) eventsArrived() bool {
 	}
 }
 
-// reload re-reads every file and reports what changed, if anything. A read
-// that differs from the fleet in force is applied only once confirmed: by a
-// second identical read one debounce later (or at once for an explicit
-// Reload), with no file event arriving while reading. So a file caught
-// between an in-place save's truncate and its write, read as empty or
-// partial, never prunes or changes servers. It returns true when the files
-// must be read again after a debounce.
+// reload re-reads every file and reports what changed, if anything. It
+// returns true when the files must be read again after a debounce.
+//
+// A read that differs from the fleet in force is applied only once
+// confirmed, so a file caught between an in-place save's truncate and its
+// write, read as empty or partial, never prunes or changes servers:
+//
+//   - fast, at once, when the events since the last settled read all put
+//     whole files into place (fastEligible), the read has no errors, every
+//     file in it declares a server (an empty file, just created and not yet
+//     written, is not taken for a fleet without its servers), and a second
+//     read right away gives the same content with no event arriving during
+//     either read;
+//   - otherwise by a second identical read one debounce later (or at once
+//     for an explicit Reload: its caller has finished saving), with no file
+//     event arriving while reading.
+//
+// A read is settled when it is applied or matches the fleet in force; the
+// events noted before an unsettled one stay in the window, so a write to
+// one file is still confirmed when a rename into place of another follows.
 func (w *FleetWatcher) reload(fn func(FleetUpdate), explicit bool) (again bool) {
+	before := w.win
+	w.win = window{}
+	unsettled := func() bool {
+		w.win.merge(before)
+		return true
+	}
 	r := w.read()
+	arrived := w.eventsArrived()
 	if explicit {
 		// The caller has finished saving: a second read now confirms.
 		if r2 := w.read(); !bytes.Equal(r.sig, r2.sig) {
 			w.log.Info("Fleet files changed while being read; reading again after the debounce")
 			w.pending = r2.sig
-			return true
+			w.win.unknown()
+			return unsettled()
 		}
-	} else if w.eventsArrived() && w.retries < maxReloadRetries {
+	} else if arrived && w.retries < maxReloadRetries {
 		w.retries++
 		w.pending = nil
 		w.log.V(1).Info("Fleet files changed while being read; reading again after the debounce", "retry", w.retries)
-		return true
+		return unsettled()
 	}
 	w.retries = 0
 
@@ -336,18 +369,55 @@ func (w *FleetWatcher) reload(fn func(FleetUpdate), explicit bool) (again bool) 
 			}
 		}
 		w.log.V(1).Info("Fleet files re-read; no change")
-		return false
+		return arrived
 	}
 	if !explicit && !bytes.Equal(r.sig, w.pending) {
+		if !arrived && before.fastEligible() && declaresEveryFile(r) {
+			if w.confirmNow(r) {
+				w.pending = nil
+				w.log.V(1).Info("Fleet files put into place whole; applying at once")
+				w.apply(r, fn)
+				return false
+			}
+			w.win.unknown()
+		}
 		// First sight of this content: confirm it before anything running
 		// is stopped, pruned or changed on its account.
 		w.pending = r.sig
 		w.log.V(1).Info("Fleet files differ from the fleet in force; confirming with a second read")
-		return true
+		return unsettled()
 	}
 	w.pending = nil
 	w.apply(r, fn)
-	return false
+	return arrived
+}
+
+// confirmNow reads the files again at once and says whether they gave r's
+// content with no event counting during the read.
+func (w *FleetWatcher) confirmNow(r readResult) bool {
+	r2 := w.read()
+	arrived := w.eventsArrived()
+	return !arrived && bytes.Equal(r.sig, r2.sig)
+}
+
+// declaresEveryFile says whether r loaded without errors and every file it
+// read declares at least one server. A file created by open(O_CREAT) is
+// empty until its writer's first write, and that write is an event of its
+// own; a file with no server is read as such and confirmed the slow way.
+func declaresEveryFile(r readResult) bool {
+	if r.fleet == nil || r.errs != nil {
+		return false
+	}
+	declared := make(map[string]bool, len(r.fleet.Files))
+	for i := range r.fleet.Servers {
+		declared[r.fleet.Servers[i].Source.File] = true
+	}
+	for _, f := range r.fleet.Files {
+		if !declared[f] {
+			return false
+		}
+	}
+	return true
 }
 
 // sameAsInForce says whether r matches the fleet and errors in force.
@@ -490,6 +560,15 @@ func (rel relevance) classify(name string) (counts, member bool) {
 	return rel.files[filepath.Join(dir, base)], false
 }
 
+// isFolder says whether name is a fleet folder.
+func (rel relevance) isFolder(name string) bool {
+	name = filepath.Clean(name)
+	if c, ok := rel.canon[name]; ok {
+		name = c
+	}
+	return rel.folders[name]
+}
+
 // loaderReads says whether spec.Load reads a file of this name in a fleet
 // folder: *.yaml and *.yml, hidden files skipped (spec/load.go, expand).
 func loaderReads(base string) bool {
@@ -516,14 +595,50 @@ func canonDir(dir string) string {
 	return a
 }
 
-// note classifies one file event and logs it; it says whether it counts.
+// window is what the events that counted since the last settled read (see
+// reload) could have left behind.
+type window struct {
+	events int  // events that counted
+	unsafe bool // one may have left a file half-written or a folder file missing, or events were lost
+}
+
+// unknown marks the window as one whose events are not known (an overflow,
+// a resync, a read that changed under the watcher).
+func (w *window) unknown() { w.unsafe = true }
+
+func (w *window) merge(o window) {
+	w.events += o.events
+	w.unsafe = w.unsafe || o.unsafe
+}
+
+// fastEligible says whether every event of the window put a whole file into
+// place, so the files it names cannot be read half-written:
+//
+//   - Create is a rename into place (IN_MOVED_TO: an atomic save, rsync, a
+//     ConfigMap's "..data" swap), a link, or a file created by open(O_CREAT)
+//     with nothing written yet; a write would be a Write event of its own,
+//     and the empty file is caught by declaresEveryFile;
+//   - Chmod changes no content;
+//   - Remove or Rename of a fleet file named as a path, or of a symlink
+//     target, leaves it missing, which is a load error, never applied fast.
+//
+// Anything else is unsafe: a Write (an in-place save between O_TRUNC and
+// its last write; inotify cannot say when the writer closed the file, and
+// fsnotify 1.10 does not export IN_CLOSE_WRITE), a Remove or Rename of a
+// file in a fleet folder (vim's backup rename leaves the folder without it
+// for a moment, which reads as its servers removed), any event on a fleet
+// folder itself, and lost events.
+func (w window) fastEligible() bool { return w.events > 0 && !w.unsafe }
+
+// note classifies one file event, logs it, and records it in w.win when it
+// counts; it says whether it counts.
 func (w *FleetWatcher) note(ev fsnotify.Event, msg string) bool {
 	if ev.Has(fsnotify.Remove) || ev.Has(fsnotify.Rename) {
 		// A watched folder removed or moved takes its watch with it; a
 		// later read adds it again if it is back.
 		delete(w.dirs, filepath.Clean(ev.Name))
 	}
-	counts, _ := w.rel.classify(ev.Name)
+	counts, member := w.rel.classify(ev.Name)
 	if !counts {
 		// Once per name: a log written at V(2) beside the fleet files
 		// would otherwise log its own events for ever.
@@ -537,6 +652,11 @@ func (w *FleetWatcher) note(ev fsnotify.Event, msg string) bool {
 		return false
 	}
 	w.log.V(1).Info(msg, "file", ev.Name, "op", ev.Op.String())
+	w.win.events++
+	if ev.Has(fsnotify.Write) || w.rel.isFolder(ev.Name) ||
+		(member && (ev.Has(fsnotify.Remove) || ev.Has(fsnotify.Rename))) {
+		w.win.unsafe = true
+	}
 	return true
 }
 

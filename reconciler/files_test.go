@@ -12,10 +12,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fsnotify/fsnotify"
 	"github.com/go-logr/logr"
 	"github.com/go-logr/logr/funcr"
 	"github.com/go-logr/logr/testr"
 	"github.com/google/go-cmp/cmp"
+	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/procfleet/procfleet/spec"
 )
@@ -437,6 +439,120 @@ func runWatcher(t *testing.T, w *FleetWatcher) *recorder {
 	return r
 }
 
+// TestFleetWatcherEventFilter checks which events count and which of those
+// make the next differing read wait for a confirming read. It classifies
+// events on a real layout (a file, a fleet folder, a folder reached through
+// a symlink, a file symlinked from elsewhere) without running the watcher.
+func TestFleetWatcherEventFilter(t *testing.T) {
+	project := t.TempDir()
+	elsewhere := t.TempDir()
+	main := filepath.Join(project, "procfleet.yaml")
+	writeFile(t, main, serverYAML("api", "1"))
+	folder := filepath.Join(project, "fleet.d")
+	realFolder := filepath.Join(elsewhere, "conf.d")
+	linkFolder := filepath.Join(project, "conf.d")
+	for _, d := range []string{folder, realFolder} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Symlink(realFolder, linkFolder); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, filepath.Join(folder, "a.yaml"), serverYAML("a", "1"))
+	writeFile(t, filepath.Join(realFolder, "c.yaml"), serverYAML("c", "1"))
+	target := filepath.Join(elsewhere, "real.yaml")
+	writeFile(t, target, serverYAML("t", "1"))
+	link := filepath.Join(project, "extra.yaml")
+	if err := os.Symlink(target, link); err != nil {
+		t.Fatal(err)
+	}
+	w, err := NewFleetWatcher(FleetWatcherConfig{Paths: []string{main, folder, linkFolder, link}, Log: testr.New(t)})
+	if err != nil {
+		t.Fatalf("NewFleetWatcher: %v", err)
+	}
+	t.Cleanup(func() { _ = w.watcher.Close() })
+
+	const ignored, safe, unsafe = "ignored", "safe", "unsafe"
+	for _, tc := range []struct {
+		name string
+		op   fsnotify.Op
+		want string
+	}{
+		{main, fsnotify.Create, safe}, // rename into place
+		{main, fsnotify.Chmod, safe},
+		{main, fsnotify.Write, unsafe}, // in-place save
+		{main, fsnotify.Remove, safe},  // missing: a load error, never applied fast
+		{main, fsnotify.Rename, safe},
+		{filepath.Join(project, "procfleet.log"), fsnotify.Write, ignored},
+		{filepath.Join(project, "procfleet.yaml.tmp-save"), fsnotify.Create, ignored},
+		{filepath.Join(project, "procfleet.yaml~"), fsnotify.Create, ignored},
+		{filepath.Join(project, ".procfleet.yaml.swp"), fsnotify.Write, ignored},
+		{filepath.Join(project, "other.yaml"), fsnotify.Create, ignored}, // not a fleet file: project is no fleet folder
+		{filepath.Join(folder, "b.yaml"), fsnotify.Create, safe},
+		{filepath.Join(folder, "b.yml"), fsnotify.Write, unsafe},
+		{filepath.Join(folder, "a.yaml"), fsnotify.Remove, unsafe}, // its servers would go
+		{filepath.Join(folder, "a.yaml"), fsnotify.Rename, unsafe}, // vim's backup rename
+		{filepath.Join(folder, ".a.yaml.swp"), fsnotify.Write, ignored},
+		{filepath.Join(folder, ".hidden.yaml"), fsnotify.Create, ignored},
+		{filepath.Join(folder, "notes.txt"), fsnotify.Write, ignored},
+		{filepath.Join(folder, "a.yaml.bak"), fsnotify.Create, ignored},
+		{folder, fsnotify.Remove, unsafe},
+		{filepath.Join(realFolder, "d.yaml"), fsnotify.Create, safe}, // named through the target
+		{filepath.Join(linkFolder, "d.yaml"), fsnotify.Write, unsafe},
+		{filepath.Join(realFolder, "d.txt"), fsnotify.Create, ignored},
+		{target, fsnotify.Create, safe},
+		{target, fsnotify.Write, unsafe},
+		{filepath.Join(elsewhere, "unrelated.yaml"), fsnotify.Write, ignored},
+		{filepath.Join(project, configMapData), fsnotify.Create, safe},
+	} {
+		rel, err := filepath.Rel(filepath.Dir(project), tc.name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Run(fmt.Sprintf("%s %s", rel, tc.op), func(t *testing.T) {
+			w.win = window{}
+			counts := w.note(fsnotify.Event{Name: tc.name, Op: tc.op}, "File event")
+			got := ignored
+			if counts {
+				got = safe
+				if !w.win.fastEligible() {
+					got = unsafe
+				}
+			}
+			if got != tc.want {
+				t.Errorf("event %s %s is %s, want %s", tc.op, tc.name, got, tc.want)
+			}
+		})
+	}
+}
+
+func TestDeclaresEveryFile(t *testing.T) {
+	server := func(name, file string) spec.Server {
+		s := spec.Server{Metadata: spec.ObjectMeta{Name: name}}
+		s.Source.File = file
+		return s
+	}
+	for _, tc := range []struct {
+		name string
+		r    readResult
+		want bool
+	}{
+		{"every file declares", readResult{fleet: &spec.Fleet{
+			Servers: []spec.Server{server("a", "x.yaml"), server("b", "y.yaml")}, Files: []string{"x.yaml", "y.yaml"}}}, true},
+		{"an empty file", readResult{fleet: &spec.Fleet{
+			Servers: []spec.Server{server("a", "x.yaml")}, Files: []string{"x.yaml", "y.yaml"}}}, false},
+		{"no servers at all", readResult{fleet: &spec.Fleet{Files: []string{"x.yaml"}}}, false},
+		{"errors", readResult{errs: spec.ErrorList{{File: "x.yaml", Message: "bad"}}}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := declaresEveryFile(tc.r); got != tc.want {
+				t.Errorf("declaresEveryFile = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
 // TestFleetWatcherIgnoresUnrelatedFiles runs the watcher with its log
 // written to a file beside procfleet.yaml (each line an event in the
 // watched folder: it used to feed itself) and writes editor leftovers and
@@ -499,6 +615,90 @@ func TestFleetWatcherIgnoresUnrelatedFiles(t *testing.T) {
 	}
 	if got := c.matching(`"File event ignored"`, strconv.Quote(logFile.Name())); len(got) == 0 {
 		t.Errorf("no ignored event logged for the log file")
+	}
+}
+
+// TestFleetWatcherConfirmsOnlyWhatCanBeHalfWritten drives the debounce with
+// a fake clock, so "applied after one debounce" and "waits for a second"
+// are told apart without timing: the fake timer fires only when stepped.
+// A whole file put into place (rename, as editors' atomic saves and the
+// bench do) is applied at the first read; an in-place write or a file
+// removed from a fleet folder waits for the confirming read.
+func TestFleetWatcherConfirmsOnlyWhatCanBeHalfWritten(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		change  func(t *testing.T, main, folder string)
+		want    []string
+		confirm bool
+	}{
+		{"atomic save", func(t *testing.T, main, _ string) {
+			atomicSave(t, main, fleetYAML(serverYAML("api", "200"), serverYAML("db", "100")))
+		}, []string{"api"}, false},
+		{"new folder file renamed into place", func(t *testing.T, _, folder string) {
+			tmp := filepath.Join(folder, ".c.yaml.tmp")
+			writeFile(t, tmp, serverYAML("c", "1"))
+			if err := os.Rename(tmp, filepath.Join(folder, "c.yaml")); err != nil {
+				t.Fatal(err)
+			}
+		}, []string{"c"}, false},
+		{"in-place write", func(t *testing.T, main, _ string) {
+			// One write of the same length, so exactly one event: the
+			// file is never empty, but a Write cannot be told from the
+			// first of several.
+			f, err := os.OpenFile(main, os.O_WRONLY, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close()
+			if _, err := f.WriteAt([]byte(fleetYAML(serverYAML("api", "200"), serverYAML("db", "100"))), 0); err != nil {
+				t.Fatal(err)
+			}
+		}, []string{"api"}, true},
+		{"folder file removed", func(t *testing.T, _, folder string) {
+			if err := os.Remove(filepath.Join(folder, "b.yaml")); err != nil {
+				t.Fatal(err)
+			}
+		}, []string{"b"}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			main := filepath.Join(dir, "procfleet.yaml")
+			folder := filepath.Join(dir, "fleet.d")
+			if err := os.Mkdir(folder, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			writeFile(t, main, fleetYAML(serverYAML("api", "100"), serverYAML("db", "100")))
+			writeFile(t, filepath.Join(folder, "b.yaml"), serverYAML("b", "1"))
+			fc := clocktesting.NewFakeClock(time.Now())
+			w, err := NewFleetWatcher(FleetWatcherConfig{Paths: []string{main, folder}, Log: testr.New(t), Clock: fc})
+			if err != nil {
+				t.Fatalf("NewFleetWatcher: %v", err)
+			}
+			r := runWatcher(t, w)
+
+			tc.change(t, main, folder)
+			waitFor(t, "the debounce timer", fc.HasWaiters)
+			fc.Step(DefaultDebounce)
+			if tc.confirm {
+				// The read found a change and armed the timer again for
+				// the confirming read; nothing may have been applied.
+				waitFor(t, "the confirming read's timer", fc.HasWaiters)
+				r.mu.Lock()
+				early := append([]FleetUpdate(nil), r.updates...)
+				r.mu.Unlock()
+				if len(early) > 0 {
+					t.Fatalf("applied before the confirming read: %+v", early)
+				}
+				fc.Step(DefaultDebounce)
+			}
+			got := r.waitUntil(t, "the change", func(FleetUpdate) bool { return true })
+			if diff := cmp.Diff(tc.want, got[0].Changed); diff != "" {
+				t.Errorf("Changed (-want +got):\n%s", diff)
+			}
+			if !tc.confirm && fc.HasWaiters() {
+				t.Errorf("a confirming read is still armed after a whole file was put into place")
+			}
+		})
 	}
 }
 
