@@ -84,8 +84,8 @@ func (a *Actuator) sendSignal(t target, sig syscall.Signal) error {
 // pins up to Grace, re-checks identities, sends SIGKILL likewise, waits up
 // to KillTimeout, and returns *QuarantineError Unkillable if anything is
 // still alive. A process that already exited is never signalled. It then
-// waits up to 5 s for nothing to accept TCP on the port, and removes the
-// record.
+// removes the record (an error that says the process stopped when that
+// fails), and waits up to 5 s for nothing to accept TCP on the port.
 func (a *Actuator) Stop(ctx context.Context, rec Record, opts StopOptions) error {
 	name := rec.Name
 	if q := refuseSelf(rec); q != nil {
@@ -123,7 +123,12 @@ func (a *Actuator) Stop(ctx context.Context, rec Record, opts StopOptions) error
 	}
 	// The process is gone: its record is stale whatever the port says.
 	if err := a.Dir.RemoveRecord(name); err != nil {
-		return fmt.Errorf("stop server %s: %w", name, err)
+		// Stopped all the same (the state folder full or read-only): say
+		// so. The record left behind names an exited process, which any
+		// later verification finds stale (rule 1) and removes without a
+		// signal.
+		a.event(name, EventStopped, fmt.Sprintf("pid %d stopped; its record could not be removed", rec.PID))
+		return fmt.Errorf("stop server %s: pid %d stopped, but its record stays: %w", name, rec.PID, err)
 	}
 	port := opts.Port
 	if port == 0 {
