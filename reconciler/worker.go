@@ -520,19 +520,25 @@ func (r *Reconciler) startFailed(s *server, d Desired, err error) (Result, error
 		r.event(s.name, EventWarning, ReasonQuarantined, "PortConflict: "+se.Message+" (nothing signalled)", false)
 		return Result{}, nil
 	}
+	// The cause goes with the message: "write record: ...: no space left
+	// on device" says what to fix, "write record" alone does not.
+	why := se.Message
+	if se.Err != nil {
+		why += ": " + se.Err.Error()
+	}
 	now := r.clock.Now()
-	le := &LastExit{Code: se.ExitCode, Signal: se.Signal, Reason: se.Message, At: now}
+	le := &LastExit{Code: se.ExitCode, Signal: se.Signal, Reason: why, At: now}
 	r.mu.Lock()
 	s.lastExit, s.exitPending, s.exitHash = le, true, d.Hash
 	s.restartAt = now.Add(r.backoff.When(s.name))
 	s.message = strings.Join(se.LogTail, "\n")
-	r.setReadyLocked(s, false, ReasonFailed, se.Message)
-	r.setPhaseLocked(s, PhasePending, "failed: "+se.Message)
+	r.setReadyLocked(s, false, ReasonFailed, why)
+	r.setPhaseLocked(s, PhasePending, "failed: "+why)
 	if r.cfg.OneShot {
-		r.setPhaseLocked(s, PhaseFailed, se.Message)
+		r.setPhaseLocked(s, PhaseFailed, why)
 	}
 	r.mu.Unlock()
-	msg := "failed: " + se.Message
+	msg := "failed: " + why
 	if len(se.LogTail) > 0 {
 		msg += "; last log line: " + se.LogTail[len(se.LogTail)-1]
 	}
