@@ -200,8 +200,14 @@ func (r *Reconciler) observeRecord(s *server, d Desired, ob *observation) error 
 		ob.handle = v.Handle
 		r.mu.Lock()
 		q := s.quarantine
+		if q != nil && q.Reason != actuate.Unkillable && q.Reason != actuate.UntrustedRecord {
+			// Quarantined by a stop that could not verify it (rule 6: its
+			// identity could not be read then): verified now, the
+			// quarantine is over.
+			s.quarantine, q = nil, nil
+		}
 		r.mu.Unlock()
-		if q != nil && q.PID == rec.PID {
+		if q != nil && q.Reason == actuate.Unkillable && q.PID == rec.PID {
 			// Found unkillable before: leave it alone.
 			ob.obs = Observed{Ownership: OwnQuarantined, Reason: string(q.Reason), Message: q.Message}
 			closeHandle(ob)
