@@ -5,6 +5,8 @@ import (
 	"os"
 	"sync"
 	"time"
+
+	"github.com/go-logr/logr"
 )
 
 // Event types.
@@ -135,4 +137,37 @@ func (f *eventFiles) append(e Event) error {
 		err = cerr
 	}
 	return err
+}
+
+// writeFault follows a run of failed writes of one kind (status.json, the
+// events files), so that a state folder that stays full or read-only is
+// logged as an error once, then at V(1) at each further failure, and its
+// recovery once.
+type writeFault struct {
+	mu      sync.Mutex
+	failing bool
+}
+
+// failed logs a failed write: an error when it begins a run, else at V(1).
+func (w *writeFault) failed(log logr.Logger, err error, msg string, kv ...any) {
+	w.mu.Lock()
+	first := !w.failing
+	w.failing = true
+	w.mu.Unlock()
+	if first {
+		log.Error(err, msg, kv...)
+		return
+	}
+	log.V(1).Info(msg, append(kv, "error", err.Error())...)
+}
+
+// ok logs msg when a write succeeds after a run of failures.
+func (w *writeFault) ok(log logr.Logger, msg string) {
+	w.mu.Lock()
+	was := w.failing
+	w.failing = false
+	w.mu.Unlock()
+	if was {
+		log.Info(msg)
+	}
 }

@@ -121,6 +121,9 @@ type Reconciler struct {
 	closeFn func() error // closes the exit watcher we made
 
 	statusKick chan struct{}
+	// statusFault and eventsFault log a run of failed status.json or
+	// events file writes once.
+	statusFault, eventsFault writeFault
 
 	// changeMu guards changeCh, closed (and replaced) on every change of a
 	// phase, readiness or pass, so that any number of waiters wake.
@@ -259,7 +262,9 @@ func (r *Reconciler) event(name, typ, reason, message string, detail bool) {
 	}
 	r.mu.Unlock()
 	if err := r.events.append(e); err != nil {
-		r.log.V(1).Info("Cannot append to the events file", "server", name, "error", err.Error())
+		r.eventsFault.failed(r.log, err, "Cannot append to the events file", "server", name)
+	} else {
+		r.eventsFault.ok(r.log, "Events file written again")
 	}
 	// With OnEvent set (the commands print a progress line per event) the
 	// log line would say it twice: it moves to V(1).
@@ -349,7 +354,12 @@ func (r *Reconciler) statusWriter(ctx context.Context) {
 	}
 	write := func() {
 		if err := WriteStatus(r.cfg.StateDir.StatusPath(), r.Status()); err != nil {
-			r.log.Error(err, "Cannot write status")
+			// The state folder is full or read-only: status.json keeps
+			// its last content (atomic writes); the next change tries
+			// again.
+			r.statusFault.failed(r.log, err, "Cannot write status")
+		} else {
+			r.statusFault.ok(r.log, "Status written again")
 		}
 	}
 	for {
