@@ -37,6 +37,10 @@ const (
 	// ReasonRecordRewritten: the record on disk was untrusted and moved
 	// aside; a fresh one was written from the pinned process up started.
 	ReasonRecordRewritten = "RecordRewritten"
+	// ReasonRecordFailed: a record could not be written or removed (the
+	// state folder is full or read-only); nothing is signalled on that
+	// account, and the write or removal is tried again.
+	ReasonRecordFailed = "RecordFailed"
 )
 
 // Event is one thing that happened to a server.

@@ -177,6 +177,13 @@ type server struct {
 	// untrusted is the record moved aside that caused an UntrustedRecord
 	// quarantine: what is re-examined to lift it.
 	untrusted *actuate.UntrustedRecordError
+	// recordErr says why a record could not be written or removed (the
+	// state folder full or read-only), "" when none; it is the status
+	// message until a write or removal succeeds.
+	recordErr string
+	// rewrite: the tracked process's record on disk was untrusted and
+	// writing it again failed; each pass tries again.
+	rewrite bool
 
 	livenessFailed bool
 	probeCancel    context.CancelFunc
@@ -467,20 +474,17 @@ func (r *Reconciler) quarantineUntrusted(ue *actuate.UntrustedRecordError) {
 	if t := s.tracked; t != nil && !t.handle.Exited() {
 		// This reconciler holds the pinned handle of the process (it started
 		// or adopted it: identity proven), so the record on disk is only
-		// damaged, not a doubt about the process: write it again.
-		rec := t.rec
+		// damaged, not a doubt about the process: write it again. If that
+		// fails too (the state folder full or read-only), the process stays
+		// Running and tracked, never quarantined, and each pass tries again
+		// (rewriteRecord).
 		r.mu.Unlock()
-		err := r.records.WriteRecord(rec)
-		if err == nil {
-			msg := "record rewritten: the one on disk was untrusted"
-			if ue.MovedTo != "" {
-				msg += " and moved aside to " + ue.MovedTo
-			}
-			r.event(ue.Name, EventWarning, ReasonRecordRewritten, msg, false)
-			return
+		msg := "record rewritten: the one on disk was untrusted"
+		if ue.MovedTo != "" {
+			msg += " and moved aside to " + ue.MovedTo
 		}
-		r.log.Error(err, "Cannot rewrite the record of a tracked server", "server", ue.Name)
-		r.mu.Lock()
+		_ = r.writeTrackedRecord(s, t, msg)
+		return
 	}
 	s.quarantine = &actuate.QuarantineError{Name: ue.Name, Reason: actuate.UntrustedRecord, Message: ue.Error()}
 	s.untrusted = ue
@@ -491,6 +495,80 @@ func (r *Reconciler) quarantineUntrusted(ue *actuate.UntrustedRecordError) {
 	if was != PhaseQuarantined {
 		r.event(ue.Name, EventWarning, ReasonQuarantined, ue.Error(), false)
 	}
+}
+
+// writeTrackedRecord writes the record of a tracked process again. On
+// success it reports RecordRewritten with msg; on failure it reports
+// RecordFailed (once per run of failures), marks the record to be written
+// again at the next pass, and returns the error.
+func (r *Reconciler) writeTrackedRecord(s *server, t *tracked, msg string) error {
+	if err := r.records.WriteRecord(t.rec); err != nil {
+		r.mu.Lock()
+		if s.tracked == t {
+			s.rewrite = true
+		}
+		r.mu.Unlock()
+		r.recordFailed(s, fmt.Sprintf("cannot write the record of pid %d (it runs on, tracked through its %s pin; retrying): %v", t.rec.PID, t.handle.Mode(), err))
+		return fmt.Errorf("rewrite the record of server %s: %w", s.name, err)
+	}
+	r.mu.Lock()
+	if s.tracked == t {
+		s.rewrite = false
+	}
+	r.recordOKLocked(s)
+	r.mu.Unlock()
+	r.event(s.name, EventWarning, ReasonRecordRewritten, msg, false)
+	return nil
+}
+
+// rewriteRecord retries, at each pass, the write of a tracked process's
+// record that failed (state folder full or read-only). An untrusted file
+// still there is moved aside first (ReadRecord does), as a resync would.
+func (r *Reconciler) rewriteRecord(s *server) error {
+	r.mu.Lock()
+	t := s.tracked
+	if t == nil {
+		s.rewrite = false
+	}
+	retry := s.rewrite
+	r.mu.Unlock()
+	if !retry || t.handle.Exited() {
+		return nil // an exit is the next pass's: it removes the record
+	}
+	msg := "record rewritten: writing it had failed"
+	var ue *actuate.UntrustedRecordError
+	if _, err := r.records.ReadRecord(s.name); errors.As(err, &ue) && ue.MovedTo != "" {
+		msg += "; the untrusted one was moved aside to " + ue.MovedTo
+	}
+	return r.writeTrackedRecord(s, t, msg)
+}
+
+// recordFailed reports that a record could not be written or removed: the
+// status message says so until it succeeds; the event is sent when a run
+// of failures begins, not at each retry.
+func (r *Reconciler) recordFailed(s *server, msg string) {
+	r.mu.Lock()
+	first := s.recordErr == ""
+	if s.recordErr != msg || s.message != msg {
+		s.recordErr, s.message = msg, msg
+		r.kickStatus()
+	}
+	r.mu.Unlock()
+	if first {
+		r.event(s.name, EventWarning, ReasonRecordFailed, msg, false)
+	}
+}
+
+// recordOKLocked ends a run of record failures: their message goes.
+func (r *Reconciler) recordOKLocked(s *server) {
+	if s.recordErr == "" {
+		return
+	}
+	if s.message == s.recordErr {
+		s.message = ""
+	}
+	s.recordErr = ""
+	r.kickStatus()
 }
 
 // enqueueAll marks every server dirty.

@@ -47,6 +47,9 @@ func (r *Reconciler) reconcile(ctx context.Context, name string) (Result, error)
 	a := PlanServer(name, desired, observed)
 	log.V(1).Info("Planned", "action", a.Kind.String(), "reason", a.Reason, "phase", a.Phase.String())
 	res, err := r.apply(ctx, s, d, a, ob)
+	if werr := r.rewriteRecord(s); werr != nil && err == nil {
+		err = werr // tried again with the queue's backoff
+	}
 	r.mu.Lock()
 	r.passes++
 	s.lastPass = r.passes
@@ -295,11 +298,18 @@ func (r *Reconciler) handleExit(ctx context.Context, s *server, t *tracked) {
 // apply carries out one action, in numbered steps.
 func (r *Reconciler) apply(ctx context.Context, s *server, d Desired, a Action, ob observation) (Result, error) {
 	// 1. Drop a worthless record (stale, or its pid reused): signal nothing.
+	// If it cannot be removed (the state folder full or read-only), nothing
+	// else happens to the server in this pass (no start over a record that
+	// stays): it is reported, and retried with the queue's backoff.
 	if a.RemoveRecord {
 		if err := r.records.RemoveRecord(s.name); err != nil {
 			closeHandle(&ob)
+			r.recordFailed(s, fmt.Sprintf("cannot remove the record (%s; nothing signalled; retrying): %v", ob.obs.Reason, err))
 			return Result{}, err
 		}
+		r.mu.Lock()
+		r.recordOKLocked(s)
+		r.mu.Unlock()
 		r.event(s.name, EventNormal, actuate.EventRecordRemoved, "record removed, nothing signalled: "+ob.obs.Reason, false)
 	}
 	// 2. A pin from verification is kept only by adoption.
@@ -391,7 +401,10 @@ func (r *Reconciler) adopt(ctx context.Context, s *server, d Desired, rec actuat
 	t := &tracked{rec: rec, handle: h, spec: d.Server.Spec, startedAt: rec.StartedAt}
 	r.mu.Lock()
 	s.tracked = t
-	s.exitPending = false
+	s.exitPending, s.rewrite = false, false
+	// What was said of it before (a quarantine lifted by this proof, a
+	// record that could not be removed) is over.
+	s.message, s.recordErr = "", ""
 	r.setPhaseLocked(s, PhaseRunning, "adopted")
 	r.mu.Unlock()
 	r.exits.Watch(h, func() { r.queue.Add(s.name) })
@@ -574,7 +587,8 @@ func (r *Reconciler) awaitReady(ctx, runCtx context.Context, s *server, d Desire
 		return
 	}
 	t := &tracked{rec: running.Record, handle: running.Handle, running: running, spec: d.Server.Spec, startedAt: running.Record.StartedAt}
-	s.tracked = t
+	s.tracked, s.rewrite = t, false
+	r.recordOKLocked(s) // its record was written
 	r.setReadyLocked(s, true, "", "")
 	r.setPhaseLocked(s, PhaseRunning, "ready")
 	took := r.clock.Since(s.startBegan)
@@ -652,6 +666,11 @@ func (r *Reconciler) stop(ctx context.Context, s *server, d Desired, a Action, r
 		r.setPhaseLocked(s, PhaseQuarantined, string(q.Reason))
 		s.message = q.Error()
 	default:
+		// Not stopped, or stopped with its record left behind (the state
+		// folder full or read-only): either way no process is tracked or
+		// ready now; the next pass verifies the record again (a stale one
+		// is removed without a signal), with the queue's backoff.
+		r.setReadyLocked(s, false, ReasonFailed, err.Error())
 		r.setPhaseLocked(s, PhaseFailed, err.Error())
 	}
 	r.mu.Unlock()
@@ -670,6 +689,7 @@ func (r *Reconciler) stop(ctx context.Context, s *server, d Desired, a Action, r
 		r.event(s.name, EventWarning, ReasonQuarantined, q.Error(), false)
 		return Result{}, nil
 	default:
+		r.event(s.name, EventWarning, ReasonFailed, "stop failed: "+err.Error(), false)
 		return Result{}, fmt.Errorf("stop server %s: %w", s.name, err)
 	}
 }
