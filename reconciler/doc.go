@@ -56,6 +56,38 @@
 //     resync, as the holder of the state folder's lock (internal/logfile:
 //     copy, then cut the live file, which the server keeps writing).
 //
+// Faults (each made for real in faults_linux_test.go):
+//   - The state folder full or read-only when a server's record is
+//     written: Spawn SIGKILLs the child it has just started (its own,
+//     pinned at spawn) and reaps it before it reports, so no process runs
+//     without a record; the start fails with the cause ("write record: ...:
+//     no space left on device" in the last exit, the phase and a Failed
+//     event), is retried with the restart backoff (CrashLoopBackOff
+//     meanwhile; Failed with apply), and succeeds once there is room. Other
+//     servers are not touched.
+//   - A record that cannot be removed: a stop of a proven process still
+//     stops it, then fails saying "pid N stopped, but its record stays"
+//     (phase Failed, a Failed event; down reports it). The record left names
+//     an exited process: each later pass finds it stale and removes it,
+//     signalling nothing; until that works nothing else is done for the
+//     server (no start over it), the status message and a RecordFailed
+//     event say why, and the pass is retried with the queue's backoff (50 ms
+//     doubling to 30 s) and at each resync.
+//   - The untrusted record of a tracked server that cannot be rewritten:
+//     the server stays Running (its pidfd proves it), never quarantined;
+//     a RecordFailed event and the status message say so, and every pass
+//     writes it again (queue backoff) until RecordRewritten.
+//   - status.json or an events file that cannot be written: logged as an
+//     error once per run of failures (then at V(1)), and its recovery once;
+//     nothing waits on it, status.json keeps its last whole content.
+//   - /proc/PID unreadable when a record is verified (rule 6): Quarantined /
+//     UnverifiedOwner, "cannot read the identity of pid N", the record kept,
+//     nothing signalled or started; each resync verifies it again and adopts
+//     it once it reads. A tracked server does not need /proc to stay
+//     tracked (the pidfd tells its exit): it stays Running; a stop of it
+//     re-verifies, so it is refused the same way (Quarantined, down fails),
+//     and that quarantine is not kept once a resync verifies it.
+//
 // Run is `procfleet up`; Converge is `procfleet apply` (OneShot: a server
 // that fails is reported, not restarted); Down is `procfleet down`.
 package reconciler
