@@ -779,3 +779,60 @@ func TestFleetWatcherOverflowRereadsEverything(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkFleetWatcherSaveToUpdate measures the watcher's share of the
+// edit-to-Ready target: from an atomic save (write a temp file, rename it
+// over the fleet file, as editors and the bench do) of a 100-server fleet
+// with one server's args changed, to the FleetUpdate naming that server.
+func BenchmarkFleetWatcherSaveToUpdate(b *testing.B) {
+	dir := b.TempDir()
+	main := filepath.Join(dir, "procfleet.yaml")
+	fleet := func(gen int) []byte {
+		docs := make([]string, 100)
+		for i := range docs {
+			arg := "1"
+			if i == 50 {
+				arg = strconv.Itoa(gen)
+			}
+			docs[i] = serverYAML(fmt.Sprintf("s%03d", i), arg)
+		}
+		return []byte(fleetYAML(docs...))
+	}
+	save := func(gen int) {
+		tmp := main + ".tmp"
+		if err := os.WriteFile(tmp, fleet(gen), 0o644); err != nil {
+			b.Fatal(err)
+		}
+		if err := os.Rename(tmp, main); err != nil {
+			b.Fatal(err)
+		}
+	}
+	save(0)
+	w, err := NewFleetWatcher(FleetWatcherConfig{Paths: []string{main}, Log: logr.Discard()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	updates := make(chan FleetUpdate, 16)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- w.Run(ctx, func(u FleetUpdate) { updates <- u }) }()
+	b.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			b.Errorf("Run: %v", err)
+		}
+	})
+	gen := 0
+	for b.Loop() {
+		gen++
+		save(gen)
+		select {
+		case u := <-updates:
+			if len(u.Changed) != 1 || u.Changed[0] != "s050" {
+				b.Fatalf("update names %v, want s050", u.Changed)
+			}
+		case <-time.After(10 * time.Second):
+			b.Fatal("no update within 10 s of a save")
+		}
+	}
+}
