@@ -738,7 +738,6 @@ func TestFleetWatcherOverflowRereadsEverything(t *testing.T) {
 	held, release := make(chan struct{}), make(chan struct{})
 	var releaseOnce sync.Once
 	unblock := func() { releaseOnce.Do(func() { close(release) }) }
-	t.Cleanup(unblock) // before Run's cleanup (cleanups run last first)
 	w.afterRead = func() {
 		if hold.CompareAndSwap(true, false) {
 			close(held)
@@ -746,7 +745,7 @@ func TestFleetWatcherOverflowRereadsEverything(t *testing.T) {
 		}
 	}
 	r := runWatcher(t, w)
-	t.Cleanup(unblock)
+	t.Cleanup(unblock) // runs before runWatcher's (last registered, first run), which waits for Run
 
 	hold.Store(true)
 	w.Resync()
