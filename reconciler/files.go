@@ -330,6 +330,17 @@ func (w *FleetWatcher) eventsArrived() bool {
 //     for an explicit Reload: its caller has finished saving), with no file
 //     event arriving while reading.
 //
+// Why the fast path is safe: a file renamed into place was complete before
+// its name appeared; a file created in place can only hold part of its
+// content after a write, which is a Write event, and until then it is
+// empty (declaresEveryFile). What it still trusts is event delivery: a
+// write made just before the read whose event has not reached the
+// watcher by the end of both reads would go unseen for those reads (it
+// is seen afterwards and read again). The delayed confirmation has its
+// own limit: inotify never says a writer has finished (fsnotify 1.10
+// keeps IN_CLOSE_WRITE unexported), so a writer stalled between truncate
+// and write for longer than two debounces is read as it stands.
+//
 // A read is settled when it is applied or matches the fleet in force; the
 // events noted before an unsettled one stay in the window, so a write to
 // one file is still confirmed when a rename into place of another follows.
