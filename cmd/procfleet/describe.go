@@ -411,7 +411,7 @@ func (d *describer) quarantine(st reconciler.ServerStatus, ob *observedServer) {
 	d.printf("\nQuarantined (%s): procfleet signals nothing and keeps the record.\n", st.Reason)
 	switch {
 	case ob != nil && ob.Untrusted != nil:
-		d.printf("  The record file was moved aside to %s; check it, delete it, then run 'procfleet apply'.\n", ob.Untrusted.MovedTo)
+		d.printf("  %s\n", sentence(untrustedAdvice(ob.Untrusted)))
 	case ob != nil && ob.Record.PID > 0:
 		d.printf("  To stop it by hand: %s\n", actuate.ManualStopHint(ob.Record))
 	default:
@@ -433,6 +433,14 @@ func quoteArgs(argv []string) string {
 
 func indentLines(s string, n int) string {
 	return strings.ReplaceAll(s, "\n", "\n"+strings.Repeat(" ", n))
+}
+
+// sentence starts s with a capital letter (s begins with ASCII).
+func sentence(s string) string {
+	if s == "" {
+		return s
+	}
+	return strings.ToUpper(s[:1]) + s[1:]
 }
 
 func firstLine(s string) string {

@@ -153,7 +153,7 @@ func planDiff(v *fleetView, portHolder func(port int) string) ([]diffLine, int) 
 			if ob != nil {
 				l.Hint = ob.Message
 				if ob.Untrusted != nil {
-					l.Hint = ob.Untrusted.Error() + "; check it, then delete it"
+					l.Hint = untrustedAdvice(ob.Untrusted)
 				} else if ob.Verdict == actuate.VerdictQuarantine {
 					l.Hint = ob.Message + "; " + actuate.ManualStopHint(ob.Record)
 				}

@@ -8,6 +8,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
@@ -265,7 +266,10 @@ func observeFleet(ctx context.Context, opts *globalOptions, how look) (*fleetVie
 		if saved, err := reconciler.ReadStatus(v.StateDir.StatusPath()); err == nil {
 			v.Saved = saved
 		}
-		recs, errs := v.StateDir.Records()
+		// Status, describe and diff never hold the state folder's lock:
+		// they inspect the records and leave an untrusted one where it
+		// is (the lock holder, up, apply or down, moves it aside).
+		recs, errs := v.StateDir.InspectRecords()
 		for _, rerr := range errs {
 			var ue *actuate.UntrustedRecordError
 			if errors.As(rerr, &ue) {
@@ -497,7 +501,7 @@ func composeServer(in composeInput, now time.Time) reconciler.ServerStatus {
 	switch {
 	case ob != nil && ob.Untrusted != nil:
 		ss.Phase, ss.Reason = reconciler.PhaseQuarantined, string(actuate.UntrustedRecord)
-		ss.Message = ob.Untrusted.Error()
+		ss.Message = untrustedAdvice(ob.Untrusted)
 
 	case ob != nil && ob.Verdict == actuate.VerdictOwned:
 		rec := ob.Record
@@ -555,6 +559,19 @@ func composeServer(in composeInput, now time.Time) reconciler.ServerStatus {
 	}
 	ss.Conditions = []reconciler.Condition{cond}
 	return ss
+}
+
+// untrustedAdvice says what is wrong with an untrusted record file and
+// what a person can do about it. The commands that only look (status,
+// describe, diff) leave the file in place (MovedTo empty); up, apply and
+// down move it aside.
+func untrustedAdvice(ue *actuate.UntrustedRecordError) string {
+	if ue.MovedTo != "" {
+		return fmt.Sprintf("the record file %s cannot be trusted (%s); it was moved aside to %s. Check it, delete it, then run 'procfleet apply'.",
+			ue.Path, ue.Reason, ue.MovedTo)
+	}
+	return fmt.Sprintf("the record file %s cannot be trusted (%s); procfleet never reads it. Check it, delete it or move it away, then run 'procfleet apply'. Left as it is, the next 'procfleet apply', 'up' or 'down' moves it aside to %s.corrupt-<time>.",
+		ue.Path, ue.Reason, filepath.Base(ue.Path))
 }
 
 // composeNotRunning fills the phase of a server that has no running

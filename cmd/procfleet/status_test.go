@@ -250,8 +250,8 @@ func TestComposeServer(t *testing.T) {
 			Reason: actuate.IdentityMismatch, Message: "command line differs"}},
 			reconciler.PhaseQuarantined, false, 100, "IdentityMismatch", "kill -TERM -- -100", 0},
 		{"untrusted record", composeInput{Declared: decl, Observed: &observedServer{Record: actuate.Record{Name: "api"},
-			Untrusted: &actuate.UntrustedRecordError{Name: "api", Reason: "does not parse"}}},
-			reconciler.PhaseQuarantined, false, 0, "UntrustedRecord", "", 0},
+			Untrusted: &actuate.UntrustedRecordError{Name: "api", Path: "/s/servers/api.json", Reason: "does not parse"}}},
+			reconciler.PhaseQuarantined, false, 0, "UntrustedRecord", "/s/servers/api.json cannot be trusted (does not parse); procfleet never reads it", 0},
 		{"stale and undeclared", composeInput{Undeclared: true, Observed: stale},
 			reconciler.PhaseStopped, false, 0, reasonUndeclared, "has exited", 0},
 	}
