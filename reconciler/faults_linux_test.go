@@ -801,8 +801,8 @@ func TestFaultProcUnreadableWhileTracked(t *testing.T) {
 	if !errors.As(err, &de) || de.Servers["a"] == nil || !strings.Contains(de.Servers["a"].Error(), string(actuate.UnverifiedOwner)) {
 		t.Fatalf("down while a's identity cannot be read: %v; want a DownError naming a UnverifiedOwner", err)
 	}
-	if s, _ := fr.r.Status().Get("a"); s.Phase != PhaseQuarantined || !strings.Contains(s.Message, fmt.Sprintf("cannot read the identity of pid %d", pid)) {
-		t.Errorf("a after the refused stop: %s %q %q", s.Phase, s.Reason, s.Message)
+	if s, _ := fr.r.Status().Get("a"); s.Phase != PhaseQuarantined || s.Ready || !strings.Contains(s.Message, fmt.Sprintf("cannot read the identity of pid %d", pid)) {
+		t.Errorf("a after the refused stop: %s ready=%v %q %q; want Quarantined, not Ready, saying its identity cannot be read", s.Phase, s.Ready, s.Reason, s.Message)
 	}
 	fr.resync(t, "a") // declared again (the hold of down is lifted)
 	if s, _ := fr.r.Status().Get("a"); s.Phase != PhaseQuarantined {

@@ -662,7 +662,9 @@ func (r *Reconciler) stop(ctx context.Context, s *server, d Desired, a Action, r
 			s.exitPending = false
 		}
 	case errors.As(err, &q):
+		// Left alone and no longer tracked: its readiness is not known.
 		s.quarantine = q
+		r.setReadyLocked(s, false, string(q.Reason), q.Message)
 		r.setPhaseLocked(s, PhaseQuarantined, string(q.Reason))
 		s.message = q.Error()
 	default:
