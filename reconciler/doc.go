@@ -85,8 +85,9 @@
 //     nothing signalled or started; each resync verifies it again and adopts
 //     it once it reads. A tracked server does not need /proc to stay
 //     tracked (the pidfd tells its exit): it stays Running; a stop of it
-//     re-verifies, so it is refused the same way (Quarantined, down fails),
-//     and that quarantine is not kept once a resync verifies it.
+//     re-verifies, so it is refused the same way (Quarantined, not Ready,
+//     down fails), and that quarantine is not kept once a resync verifies
+//     it.
 //
 // Run is `procfleet up`; Converge is `procfleet apply` (OneShot: a server
 // that fails is reported, not restarted); Down is `procfleet down`.

@@ -768,9 +768,9 @@ func TestFaultProcUnreadableAtAdoption(t *testing.T) {
 //     tells whether it runs, so a resync keeps it Running and Ready, not
 //     signalled, not started again;
 //   - a stop (down) cannot re-check its identity, so it is refused:
-//     Quarantined / UnverifiedOwner, nothing signalled, down fails naming
-//     it; declared again (a reload), it stays quarantined and is not
-//     started a second time;
+//     Quarantined / UnverifiedOwner, not Ready, nothing signalled, down
+//     fails naming it; declared again (a reload), it stays quarantined and
+//     is not started a second time;
 //   - once /proc is readable, the next resync verifies it again and adopts
 //     it (the quarantine found at the stop is not kept), the same pid; a
 //     down then stops it.
