@@ -835,3 +835,49 @@ func BenchmarkFleetWatcherSaveToUpdate(b *testing.B) {
 		}
 	}
 }
+
+// TestFleetWatcherFollowsConfigMapSwap updates a fleet file the way the
+// kubelet updates a ConfigMap volume: the files live in a timestamped
+// folder, "..data" links to it, the fleet file links through "..data"; an
+// update writes a new timestamped folder, links "..data_tmp" to it, renames
+// that over "..data" and removes the old folder. Only "..data" and the old
+// target's removal count among those events.
+func TestFleetWatcherFollowsConfigMapSwap(t *testing.T) {
+	mount := t.TempDir()
+	version := func(name, content string) {
+		t.Helper()
+		dir := filepath.Join(mount, name)
+		if err := os.Mkdir(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		writeFile(t, filepath.Join(dir, "procfleet.yaml"), content)
+	}
+	version("..2026_11_30_08_00_00.1", fleetYAML(serverYAML("api", "100"), serverYAML("db", "100")))
+	if err := os.Symlink("..2026_11_30_08_00_00.1", filepath.Join(mount, configMapData)); err != nil {
+		t.Fatal(err)
+	}
+	main := filepath.Join(mount, "procfleet.yaml")
+	if err := os.Symlink(filepath.Join(configMapData, "procfleet.yaml"), main); err != nil {
+		t.Fatal(err)
+	}
+	w, r := startWatcher(t, main)
+
+	version("..2026_11_30_08_01_00.2", fleetYAML(serverYAML("api", "200"), serverYAML("db", "100")))
+	tmp := filepath.Join(mount, "..data_tmp")
+	if err := os.Symlink("..2026_11_30_08_01_00.2", tmp); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, filepath.Join(mount, configMapData)); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.RemoveAll(filepath.Join(mount, "..2026_11_30_08_00_00.1")); err != nil {
+		t.Fatal(err)
+	}
+	got := r.waitUntil(t, "api changed through the ..data swap", changed("api"))
+	if diff := cmp.Diff([]string{"api"}, got[len(got)-1].Changed); diff != "" {
+		t.Errorf("Changed (-want +got):\n%s", diff)
+	}
+	if fleet, errs := w.Fleet(); len(errs) != 0 || len(fleet.Servers) != 2 {
+		t.Errorf("Fleet() = %d servers, errors %v; want 2, none", len(fleet.Servers), errs)
+	}
+}
