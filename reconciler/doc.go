@@ -40,10 +40,14 @@
 //     injected clock: the first restart after a reset is immediate, the
 //     n-th waits 1 s x 2^(n-2), capped at 5 min; the count resets after
 //     10 min Ready. Meanwhile the phase is CrashLoopBackOff.
-//   - File events are hints. Folders are watched, events debounced, every
-//     file re-read and compared by content; a read that differs from the
-//     fleet in force is applied only when a second read confirms it, so a
-//     file caught mid in-place save prunes nothing; a save that changes nothing
+//   - File events are hints. Folders are watched, events on names that
+//     cannot change what spec.Load reads are ignored, the rest debounced;
+//     then every file is re-read and compared by content. A read that
+//     differs from the fleet in force is applied only when a second read
+//     confirms it: at once when every event put a whole file into place
+//     (rename or create, each file declaring servers), one debounce later
+//     after any write, so a file caught mid in-place save prunes nothing;
+//     an inotify overflow re-reads everything; a save that changes nothing
 //     changes nothing running; a file that does not load keeps the last good
 //     fleet in force and shows its errors (Status.Errors).
 //   - Reported. Every event (starting, ready, exited with reason, backing
