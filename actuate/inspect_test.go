@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -31,10 +32,45 @@ func serversSnapshot(t *testing.T, d *StateDir) []string {
 			t.Fatal(err)
 		}
 		uid, _ := fileOwner(fi)
-		out = append(out, fmt.Sprintf("%s %v uid=%d %q", e.Name(), fi.Mode(), uid, readLink(t, p)))
+		content := "" // a FIFO is not read: that would block
+		if fi.Mode().IsRegular() || fi.Mode()&fs.ModeSymlink != 0 {
+			content = readLink(t, p)
+		}
+		out = append(out, fmt.Sprintf("%s %v uid=%d %q", e.Name(), fi.Mode(), uid, content))
 	}
 	sort.Strings(out)
 	return out
+}
+
+// unblockAfter bounds the reads of a record that could block (a FIFO): if
+// they still run after d, it reports the hang and from then on keeps
+// opening path for writing, which releases each open for reading waiting
+// on the FIFO, until the returned function ends the guard.
+func unblockAfter(t *testing.T, path string, d time.Duration) (stop func()) {
+	done := make(chan struct{})
+	exited := make(chan struct{})
+	go func() {
+		defer close(exited)
+		select {
+		case <-done:
+			return
+		case <-time.After(d):
+		}
+		t.Errorf("reading %s still blocks after %s", path, d)
+		tick := time.NewTicker(10 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			if f, err := os.OpenFile(path, os.O_WRONLY|syscall.O_NONBLOCK, 0); err == nil {
+				_ = f.Close()
+			}
+			select {
+			case <-done:
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+	return func() { close(done); <-exited }
 }
 
 // TestInspectRecordsLeaveUntrustedInPlace: for every kind of untrusted
@@ -75,6 +111,22 @@ func TestInspectRecordsLeaveUntrustedInPlace(t *testing.T) {
 			}
 		}, reason: "symbolic link"},
 		{name: "file name not a server name", file: "API.json", data: valid, reason: "not a server name"},
+		{name: "fifo", prepare: func(t *testing.T, p string) {
+			if err := os.Remove(p); err != nil {
+				t.Fatal(err)
+			}
+			if err := syscall.Mkfifo(p, 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}, reason: "not a regular file"},
+		{name: "directory", prepare: func(t *testing.T, p string) {
+			if err := os.Remove(p); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Mkdir(p, 0o700); err != nil {
+				t.Fatal(err)
+			}
+		}, reason: "not a regular file"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -96,6 +148,7 @@ func TestInspectRecordsLeaveUntrustedInPlace(t *testing.T) {
 				tt.prepare(t, path)
 			}
 			before := serversSnapshot(t, d)
+			defer unblockAfter(t, path, 30*time.Second)()
 
 			checkUntrusted := func(what string, err error) {
 				t.Helper()

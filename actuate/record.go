@@ -201,6 +201,20 @@ func (d *StateDir) readRecord(name string, act untrustedAction) (Record, error) 
 // path) before reading it. A non-empty reason means "do not trust"; err is
 // for I/O errors, including a missing file.
 func readTrusted(path string) (data []byte, reason string, err error) {
+	// Opening a FIFO for reading blocks until a writer comes (status, apply
+	// and up hung on a FIFO named <name>.json, deaf to SIGTERM): refuse what
+	// is not a regular file before opening it. The checks of the opened
+	// file below still decide; this one keeps the open from blocking (only
+	// a FIFO swapped in between this look and the open still could).
+	if fi, err := os.Lstat(path); err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, "", err
+		}
+	} else if fi.Mode()&fs.ModeSymlink != 0 {
+		return nil, "a symbolic link", nil
+	} else if !fi.Mode().IsRegular() {
+		return nil, "not a regular file", nil
+	}
 	f, err := os.OpenFile(path, os.O_RDONLY|noFollow, 0)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
