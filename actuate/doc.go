@@ -16,6 +16,8 @@
 //   - Written atomically: a temp file in servers/ (0600), write, fsync,
 //     rename over servers/<name>.json, fsync of the folder. A reader sees the
 //     old record or the new one.
+//   - Refused before the open when Lstat shows a symlink or anything but a
+//     regular file (opening a FIFO would block until a writer comes).
 //   - Read with O_NOFOLLOW, then fstat of the opened file: trusted only when
 //     it is a regular file owned by the effective uid that neither group nor
 //     others may write (mode & 0o022 == 0), and when it parses and names
