@@ -215,7 +215,7 @@ func readTrusted(path string) (data []byte, reason string, err error) {
 	} else if !fi.Mode().IsRegular() {
 		return nil, "not a regular file", nil
 	}
-	f, err := os.OpenFile(path, os.O_RDONLY|noFollow, 0)
+	f, err := os.OpenFile(path, os.O_RDONLY|noFollow|nonBlock, 0)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			return nil, "", err
@@ -298,6 +298,9 @@ func (d *StateDir) InspectRecords() (recs []Record, errs []error) {
 func (d *StateDir) records(act untrustedAction) (recs []Record, errs []error) {
 	entries, err := os.ReadDir(filepath.Join(d.Path, serversDir))
 	if err != nil {
+		if act == keepUntrusted && errors.Is(err, fs.ErrNotExist) {
+			return nil, nil // InspectStateDir: no servers/ yet, no records
+		}
 		return nil, []error{fmt.Errorf("list records: %w", err)}
 	}
 	for _, e := range entries {

@@ -73,6 +73,35 @@ func OpenStateDir(path string) (*StateDir, error) {
 	return d, nil
 }
 
+// InspectStateDir opens an existing state folder for a reader that does not
+// hold its lock (status, describe, diff): the same trust checks as
+// OpenStateDir, but it creates nothing and removes nothing. A missing
+// servers/ or logs/ folder reads as empty. Such a reader must use the
+// Inspect forms (InspectRecords, InspectRecord), which leave untrusted
+// records where they are.
+func InspectStateDir(path string) (*StateDir, error) {
+	if path == "" {
+		return nil, errors.New("inspect state folder: empty path")
+	}
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return nil, fmt.Errorf("inspect state folder %s: %w", path, err)
+	}
+	if err := checkDirTrust(abs); err != nil {
+		return nil, err
+	}
+	for _, sub := range []string{serversDir, logsDir} {
+		p := filepath.Join(abs, sub)
+		if _, err := os.Lstat(p); errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err := checkDirTrust(p); err != nil {
+			return nil, err
+		}
+	}
+	return &StateDir{Path: abs}, nil
+}
+
 // checkDirTrust refuses a folder that is not a folder, is owned by another
 // user, or is writable by group or others.
 func checkDirTrust(path string) error {

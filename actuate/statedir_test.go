@@ -85,23 +85,74 @@ func TestOpenStateDirRefusesUntrustedFolder(t *testing.T) {
 			}
 		}, []string{"not a"}},
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			dir := filepath.Join(t.TempDir(), "state")
-			if err := os.Mkdir(dir, 0o700); err != nil {
-				t.Fatal(err)
-			}
-			tt.prepare(t, dir)
-			_, err := OpenStateDir(dir)
-			if err == nil {
-				t.Fatal("OpenStateDir succeeded, want a refusal")
-			}
-			for _, w := range append(tt.want, dir) {
-				if !strings.Contains(err.Error(), w) {
-					t.Errorf("error %q does not mention %q", err, w)
+	openers := []struct {
+		name string
+		open func(string) (*StateDir, error)
+	}{{"OpenStateDir", OpenStateDir}, {"InspectStateDir", InspectStateDir}}
+	for _, op := range openers {
+		for _, tt := range tests {
+			t.Run(op.name+"/"+tt.name, func(t *testing.T) {
+				dir := filepath.Join(t.TempDir(), "state")
+				if err := os.Mkdir(dir, 0o700); err != nil {
+					t.Fatal(err)
 				}
-			}
-		})
+				tt.prepare(t, dir)
+				_, err := op.open(dir)
+				if err == nil {
+					t.Fatalf("%s succeeded, want a refusal", op.name)
+				}
+				for _, w := range append(tt.want, dir) {
+					if !strings.Contains(err.Error(), w) {
+						t.Errorf("error %q does not mention %q", err, w)
+					}
+				}
+			})
+		}
+	}
+}
+
+// TestInspectStateDirChangesNothing: the readers that do not hold the lock
+// (status, describe, diff) open the folder with InspectStateDir, which
+// creates no subfolder or .gitignore and sweeps no temp file, however old
+// (its writer's lock holder sweeps it).
+func TestInspectStateDirChangesNothing(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "state")
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	d, err := InspectStateDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	recs, errs := d.InspectRecords()
+	if len(recs) != 0 || len(errs) != 0 {
+		t.Errorf("InspectRecords of a folder without servers/ = %v, %v; want nothing", recs, errs)
+	}
+	if entries, err := os.ReadDir(dir); err != nil || len(entries) != 0 {
+		t.Errorf("InspectStateDir changed the folder: entries %v, err %v", entries, err)
+	}
+
+	if err := os.Mkdir(filepath.Join(dir, "servers"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	old := filepath.Join(dir, "servers", ".api.json.tmp-123")
+	if err := os.WriteFile(old, []byte("{"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	past := time.Now().Add(-time.Hour)
+	if err := os.Chtimes(old, past, past); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := InspectStateDir(dir); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(old); err != nil {
+		t.Errorf("InspectStateDir removed a temp file: %v", err)
+	}
+	for _, name := range []string{"logs", ".gitignore"} {
+		if _, err := os.Lstat(filepath.Join(dir, name)); !errors.Is(err, fs.ErrNotExist) {
+			t.Errorf("InspectStateDir created %s (err %v)", name, err)
+		}
 	}
 }
 

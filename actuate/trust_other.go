@@ -9,4 +9,6 @@ func fileOwner(fs.FileInfo) (int, bool) { return 0, false }
 
 const noFollow = 0
 
+const nonBlock = 0
+
 func isSymlinkLoop(error) bool { return false }

@@ -21,5 +21,11 @@ func fileOwner(fi fs.FileInfo) (int, bool) {
 // refused (ELOOP) instead of followed.
 const noFollow = syscall.O_NOFOLLOW
 
+// nonBlock is added to the open flags of a record being read: a FIFO swapped
+// in after the path's type was checked opens at once instead of waiting for
+// a writer (the opened file's type is checked before any read). It changes
+// nothing for a regular file.
+const nonBlock = syscall.O_NONBLOCK
+
 // isSymlinkLoop reports the error of an O_NOFOLLOW open of a symlink.
 func isSymlinkLoop(err error) bool { return errors.Is(err, syscall.ELOOP) }

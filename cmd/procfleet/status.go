@@ -240,7 +240,7 @@ func observeFleet(ctx context.Context, opts *globalOptions, how look) (*fleetVie
 	v.Fleet, v.LoadErr = spec.Load(v.Files...)
 
 	if _, err := os.Stat(path); err == nil {
-		sd, err := actuate.OpenStateDir(path)
+		sd, err := actuate.InspectStateDir(path)
 		if err != nil {
 			return nil, fmt.Errorf("read the state folder: %w", err)
 		}
