@@ -19,6 +19,12 @@
 //     checking the kqueue (a tiny window remains: macOS has no pidfd).
 //     Handle.SignalGroup signals the pinned process's group through the
 //     pidfd (PIDFD_SIGNAL_PROCESS_GROUP, Linux >= 6.9), else ErrNotSupported.
+//   - Handle.ExitStatus tells how a process that is not our child ended
+//     (ioctl PIDFD_GET_INFO with PIDFD_INFO_EXIT, Linux >= 6.15), but only
+//     once its parent has reaped it: a zombie gives no exit information,
+//     and the handle must stay open until the reap. It reports false
+//     otherwise: not reaped yet, older kernels, PinNone handles, and macOS
+//     (NOTE_EXITSTATUS reports only to the parent).
 //   - Where pidfd_open fails with ENOSYS or EPERM (old kernels, seccomp),
 //     Pin returns PinNone handles: exits are found by polling with backoff
 //     (10 ms to 500 ms) and a start-time comparison. Handle.Mode and
