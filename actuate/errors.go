@@ -120,3 +120,19 @@ func (e *UntrustedRecordError) Error() string {
 	}
 	return fmt.Sprintf("record of server %s not trusted (%s): %s; moved aside to %s", e.Name, e.Path, e.Reason, e.MovedTo)
 }
+
+// NewerRecordError reports a record written by a newer procfleet (a record
+// format this one cannot read). The record is left where it is: it may prove
+// that a server runs, and the procfleet that wrote it can still use it. No
+// process is signalled on its account, and the server is not started again
+// beside it (rule 6: its owner cannot be checked).
+type NewerRecordError struct {
+	Name    string
+	Path    string
+	Version int
+}
+
+func (e *NewerRecordError) Error() string {
+	return fmt.Sprintf("record of server %s (%s) was written by a newer procfleet (record version %d; this one reads up to %d): its process cannot be checked; use that procfleet, or stop the process by hand and delete the record",
+		e.Name, e.Path, e.Version, RecordVersion)
+}

@@ -190,7 +190,7 @@ func (d *StateDir) readRecord(name string, act untrustedAction) (Record, error) 
 			Version int `json:"version"`
 		}
 		if json.Unmarshal(data, &probe) == nil && probe.Version > RecordVersion {
-			return Record{}, fmt.Errorf("read record of server %s (%s): %w", name, path, perr)
+			return Record{}, &NewerRecordError{Name: name, Path: path, Version: probe.Version}
 		}
 		reason = perr.Error()
 	}

@@ -451,8 +451,9 @@ func TestReadRecordNewerVersionLeftInPlace(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err := d.ReadRecord("api")
-	if err == nil || !strings.Contains(err.Error(), "unsupported record version 2") {
-		t.Errorf("error = %v, want unsupported version", err)
+	var ne *NewerRecordError
+	if !errors.As(err, &ne) || ne.Name != "api" || ne.Version != 2 || !strings.Contains(err.Error(), "newer procfleet (record version 2; this one reads up to 1)") {
+		t.Errorf("error = %v, want a *NewerRecordError naming api and version 2", err)
 	}
 	if b, _ := os.ReadFile(d.RecordPath("api")); string(b) != data {
 		t.Errorf("record changed: %q", b)

@@ -138,20 +138,45 @@ func (r *Reconciler) Reload(ctx context.Context, wait bool, timeout time.Duratio
 		ctx, cancel = context.WithTimeout(ctx, timeout)
 		defer cancel()
 	}
-	pending := r.waitPasses(ctx, names, since, func([]string) []string { return r.notReady() })
+	// A quarantined server has settled: it stays as it is until someone
+	// acts, so waiting for it would only spend the timeout (apply without
+	// up, Converge, does not wait for it either). It is still reported.
+	waiting := func([]string) []string {
+		var out []string
+		for _, n := range r.notReady() {
+			if !r.isQuarantined(n) {
+				out = append(out, n)
+			}
+		}
+		return out
+	}
+	pending := r.waitPasses(ctx, names, since, waiting)
+	var cause error
+	if len(pending) > 0 {
+		cause = ctx.Err()
+	}
 	st := r.Status()
-	if len(pending) == 0 {
+	notReady := r.notReady()
+	if len(notReady) == 0 {
 		return st, nil
 	}
 	bad := map[string]string{}
-	for _, n := range pending {
+	for _, n := range notReady {
 		if s, ok := st.Get(n); ok {
 			bad[n] = describePhase(s)
 		} else {
 			bad[n] = "not looked at yet"
 		}
 	}
-	return st, &NotConvergedError{Servers: bad, Cause: ctx.Err()}
+	return st, &NotConvergedError{Servers: bad, Cause: cause}
+}
+
+// isQuarantined reports whether server n is Quarantined now.
+func (r *Reconciler) isQuarantined(n string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	s := r.servers[n]
+	return s != nil && s.phase == PhaseQuarantined
 }
 
 // notReady lists the declared servers that are not Ready, and the

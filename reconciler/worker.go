@@ -192,6 +192,11 @@ func (r *Reconciler) observeRecord(s *server, d Desired, ob *observation) error 
 			r.mu.Unlock()
 			ob.obs = Observed{Ownership: OwnQuarantined, Reason: string(actuate.UntrustedRecord), Message: ue.Error()}
 			return nil
+		case errors.As(err, new(*actuate.NewerRecordError)):
+			// Rule 6: a record this procfleet cannot read may still prove
+			// that the server runs; keep it, signal nothing, start nothing.
+			ob.obs = Observed{Ownership: OwnQuarantined, Reason: string(actuate.UnverifiedOwner), Message: err.Error()}
+			return nil
 		}
 		return fmt.Errorf("observe server %s: %w", s.name, err)
 	}

@@ -229,6 +229,10 @@ func (d *describer) record(ob *observedServer, decl *spec.Server) {
 		d.printf("  untrusted: %s\n", ob.Untrusted.Error())
 		return
 	}
+	if ob.Newer != nil {
+		d.printf("  unreadable: %s\n", ob.Newer.Error())
+		return
+	}
 	r := ob.Record
 	d.field(2, "PID", fmt.Sprintf("%d (process group %d)", r.PID, r.PGID))
 	d.field(2, "Start time", fmt.Sprintf("%d, boot id %s", r.StartTime, r.BootID))
@@ -276,7 +280,7 @@ func (d *describer) record(ob *observedServer, decl *spec.Server) {
 
 func (d *describer) probes(ctx context.Context, decl *spec.Server, ob *observedServer) {
 	d.printf("\nProbes (run now):\n")
-	if ob == nil || ob.Verdict != actuate.VerdictOwned || ob.Untrusted != nil {
+	if ob == nil || ob.Verdict != actuate.VerdictOwned || ob.Untrusted != nil || ob.Newer != nil {
 		d.printf("  (not run: no process of this server is running)\n")
 		return
 	}
@@ -412,6 +416,8 @@ func (d *describer) quarantine(st reconciler.ServerStatus, ob *observedServer) {
 	switch {
 	case ob != nil && ob.Untrusted != nil:
 		d.printf("  %s\n", sentence(untrustedAdvice(ob.Untrusted)))
+	case ob != nil && ob.Newer != nil:
+		d.printf("  %s\n", sentence(ob.Newer.Error()))
 	case ob != nil && ob.Record.PID > 0:
 		d.printf("  To stop it by hand: %s\n", actuate.ManualStopHint(ob.Record))
 	default:

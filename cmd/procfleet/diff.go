@@ -96,6 +96,8 @@ func diffInputs(v *fleetView) (map[string]reconciler.Desired, map[string]reconci
 		switch {
 		case ob.Untrusted != nil:
 			o.Ownership, o.Reason, o.Message = reconciler.OwnQuarantined, string(actuate.UntrustedRecord), ob.Untrusted.Error()
+		case ob.Newer != nil:
+			o.Ownership, o.Reason, o.Message = reconciler.OwnQuarantined, string(actuate.UnverifiedOwner), ob.Newer.Error()
 		case ob.Verdict == actuate.VerdictOwned:
 			o.Ownership, o.SpecHash = reconciler.OwnOwned, ob.Record.SpecHash
 		case ob.Verdict == actuate.VerdictStale:
@@ -154,6 +156,8 @@ func planDiff(v *fleetView, portHolder func(port int) string) ([]diffLine, int) 
 				l.Hint = ob.Message
 				if ob.Untrusted != nil {
 					l.Hint = untrustedAdvice(ob.Untrusted)
+				} else if ob.Newer != nil {
+					l.Hint = ob.Newer.Error()
 				} else if ob.Verdict == actuate.VerdictQuarantine {
 					l.Hint = ob.Message + "; " + actuate.ManualStopHint(ob.Record)
 				}

@@ -199,11 +199,15 @@ type observedServer struct {
 	// Untrusted is set for a record that could not be trusted (rule 7); the
 	// rest is then empty.
 	Untrusted *actuate.UntrustedRecordError
-	Verdict   actuate.Verdict
-	Reason    actuate.QuarantineReason
-	Message   string
-	Identity  observe.Identity
-	Evidence  string
+	// Newer is set for a record written by a newer procfleet, which this
+	// one cannot read (rule 6: its owner cannot be checked); the rest is
+	// then empty.
+	Newer    *actuate.NewerRecordError
+	Verdict  actuate.Verdict
+	Reason   actuate.QuarantineReason
+	Message  string
+	Identity observe.Identity
+	Evidence string
 	// Ready is the readiness check run now for an owned process; nil when it
 	// has none (running is ready) or was not owned.
 	Ready *observe.ProbeResult
@@ -274,6 +278,11 @@ func observeFleet(ctx context.Context, opts *globalOptions, how look) (*fleetVie
 			var ue *actuate.UntrustedRecordError
 			if errors.As(rerr, &ue) {
 				v.Observed[ue.Name] = &observedServer{Record: actuate.Record{Name: ue.Name}, Untrusted: ue}
+				continue
+			}
+			var ne *actuate.NewerRecordError
+			if errors.As(rerr, &ne) {
+				v.Observed[ne.Name] = &observedServer{Record: actuate.Record{Name: ne.Name}, Newer: ne}
 				continue
 			}
 			return nil, fmt.Errorf("read the records in %s: %w (check the folder's owner and mode; it must be this user's, mode 0700)", v.StateDir.Path, rerr)
@@ -502,6 +511,10 @@ func composeServer(in composeInput, now time.Time) reconciler.ServerStatus {
 	case ob != nil && ob.Untrusted != nil:
 		ss.Phase, ss.Reason = reconciler.PhaseQuarantined, string(actuate.UntrustedRecord)
 		ss.Message = untrustedAdvice(ob.Untrusted)
+
+	case ob != nil && ob.Newer != nil:
+		ss.Phase, ss.Reason = reconciler.PhaseQuarantined, string(actuate.UnverifiedOwner)
+		ss.Message = ob.Newer.Error()
 
 	case ob != nil && ob.Verdict == actuate.VerdictOwned:
 		rec := ob.Record

@@ -214,3 +214,51 @@ func TestUntrustedAdvice(t *testing.T) {
 		}
 	}
 }
+
+// TestReadOnlyCommandsReportNewerRecord: a record written by a newer
+// procfleet is not a reason to fail the whole status (it used to end with
+// "check the folder's owner and mode", which was not the problem): the
+// server is reported Quarantined / UnverifiedOwner (rule 6: its owner
+// cannot be checked) with what to do, and the record is left as it is.
+func TestReadOnlyCommandsReportNewerRecord(t *testing.T) {
+	dir := t.TempDir()
+	fleet := filepath.Join(dir, "procfleet.yaml")
+	yaml := "apiVersion: procfleet.dev/v1alpha1\nkind: Server\nmetadata: {name: api}\nspec: {command: [/bin/sleep, \"1000\"]}\n"
+	if err := os.WriteFile(fleet, []byte(yaml), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	state := filepath.Join(dir, "state")
+	sd, err := actuate.OpenStateDir(state)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(sd.RecordPath("api"), []byte(`{"version":9,"name":"api","pid":10,"somethingNew":true}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	before := stateSnapshot(t, state)
+	common := []string{"-f", fleet, "--state-dir", state}
+
+	r := procfleet(t, append([]string{"status", "-o", "json"}, common...)...)
+	var st reconciler.Status
+	if r.code != 0 || json.Unmarshal([]byte(r.stdout), &st) != nil {
+		t.Fatalf("status -o json: exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
+	}
+	s, ok := st.Get("api")
+	if !ok || s.Phase != reconciler.PhaseQuarantined || s.Reason != string(actuate.UnverifiedOwner) || s.Ready ||
+		!strings.Contains(s.Message, "written by a newer procfleet (record version 9") {
+		t.Errorf("status of api: %+v; want Quarantined / UnverifiedOwner naming the newer record", s)
+	}
+
+	r = procfleet(t, append([]string{"describe", "api"}, common...)...)
+	if r.code != 0 || !strings.Contains(r.stdout, "Quarantined (UnverifiedOwner)") || !strings.Contains(r.stdout, "unreadable: record of server api") {
+		t.Errorf("describe api: exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
+	}
+
+	r = procfleet(t, append([]string{"diff"}, common...)...)
+	if r.code != exitPending || !strings.Contains(r.stdout, "! api: quarantined: UnverifiedOwner") || !strings.Contains(r.stdout, "newer procfleet") {
+		t.Errorf("diff: exit %d, want %d\nstdout:\n%s\nstderr:\n%s", r.code, exitPending, r.stdout, r.stderr)
+	}
+	if got := stateSnapshot(t, state); !cmp.Equal(before, got) {
+		t.Errorf("the commands changed the state folder (-before +after):\n%s", cmp.Diff(before, got))
+	}
+}
