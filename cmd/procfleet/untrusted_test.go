@@ -60,6 +60,28 @@ func stateSnapshot(t *testing.T, root string) []string {
 	return out
 }
 
+// fleetWithRecord makes a fleet file declaring server api and a state
+// folder whose record for api holds data (mode 0600).
+func fleetWithRecord(t *testing.T, data string) (fleet, state, record string) {
+	t.Helper()
+	dir := t.TempDir()
+	fleet = filepath.Join(dir, "procfleet.yaml")
+	yaml := "apiVersion: procfleet.dev/v1alpha1\nkind: Server\nmetadata: {name: api}\nspec: {command: [/bin/sleep, \"1000\"]}\n"
+	if err := os.WriteFile(fleet, []byte(yaml), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	state = filepath.Join(dir, "state")
+	sd, err := actuate.OpenStateDir(state)
+	if err != nil {
+		t.Fatal(err)
+	}
+	record = sd.RecordPath("api")
+	if err := os.WriteFile(record, []byte(data), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return fleet, state, record
+}
+
 // TestReadOnlyCommandsLeaveUntrustedRecord: status, describe and diff,
 // without a running up, report an untrusted record (rule 7) as
 // Quarantined / UntrustedRecord with its reason and exit as DESIGN.md says
@@ -104,21 +126,7 @@ func TestReadOnlyCommandsLeaveUntrustedRecord(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			dir := t.TempDir()
-			fleet := filepath.Join(dir, "procfleet.yaml")
-			yaml := "apiVersion: procfleet.dev/v1alpha1\nkind: Server\nmetadata: {name: api}\nspec: {command: [/bin/sleep, \"1000\"]}\n"
-			if err := os.WriteFile(fleet, []byte(yaml), 0o644); err != nil {
-				t.Fatal(err)
-			}
-			state := filepath.Join(dir, "state")
-			sd, err := actuate.OpenStateDir(state)
-			if err != nil {
-				t.Fatal(err)
-			}
-			path := sd.RecordPath("api")
-			if err := os.WriteFile(path, []byte(tt.data), 0o600); err != nil {
-				t.Fatal(err)
-			}
+			fleet, state, path := fleetWithRecord(t, tt.data)
 			if tt.prepare != nil {
 				tt.prepare(t, path)
 			}
@@ -221,20 +229,7 @@ func TestUntrustedAdvice(t *testing.T) {
 // server is reported Quarantined / UnverifiedOwner (rule 6: its owner
 // cannot be checked) with what to do, and the record is left as it is.
 func TestReadOnlyCommandsReportNewerRecord(t *testing.T) {
-	dir := t.TempDir()
-	fleet := filepath.Join(dir, "procfleet.yaml")
-	yaml := "apiVersion: procfleet.dev/v1alpha1\nkind: Server\nmetadata: {name: api}\nspec: {command: [/bin/sleep, \"1000\"]}\n"
-	if err := os.WriteFile(fleet, []byte(yaml), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	state := filepath.Join(dir, "state")
-	sd, err := actuate.OpenStateDir(state)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(sd.RecordPath("api"), []byte(`{"version":9,"name":"api","pid":10,"somethingNew":true}`), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	fleet, state, _ := fleetWithRecord(t, `{"version":9,"name":"api","pid":10,"somethingNew":true}`)
 	before := stateSnapshot(t, state)
 	common := []string{"-f", fleet, "--state-dir", state}
 
