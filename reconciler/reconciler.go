@@ -138,7 +138,7 @@ type Reconciler struct {
 	held    map[string]bool
 	passes  uint64         // reconcile passes done; server.lastPass is the last one's number
 	fw      *FleetWatcher  // set by Run
-	starts  sync.WaitGroup // readiness waits and probers in flight
+	starts  sync.WaitGroup // readiness waits, probers and exit-status looks in flight
 }
 
 // server is the reconciler's memory of one server. Every field is guarded
@@ -187,6 +187,9 @@ type server struct {
 
 	livenessFailed bool
 	probeCancel    context.CancelFunc
+	// learnCancel ends the look for the exit status of the last adopted
+	// process that exited (learnExit).
+	learnCancel context.CancelFunc
 
 	// lastPass is the number of this server's last reconcile pass.
 	lastPass uint64
@@ -645,6 +648,10 @@ func (r *Reconciler) teardown(workers <-chan struct{}) {
 		if s.probeCancel != nil {
 			s.probeCancel()
 			s.probeCancel = nil
+		}
+		if s.learnCancel != nil {
+			s.learnCancel()
+			s.learnCancel = nil
 		}
 	}
 	r.mu.Unlock()

@@ -260,9 +260,17 @@ func portHolderOf(port int) string {
 // handleExit records that a tracked process exited: how (when it was our
 // child), its record removed, its readiness lost, the next restart's
 // backoff computed. It never signals anything.
+//
+// An adopted process is not our child: its status is unknown (-1) when it
+// is seen to exit, and the restart is not held back for it. Its parent
+// (init, or whoever started the earlier procfleet) reaps it, and then its
+// pidfd tells the status (Linux >= 6.15): learnExit looks for it off the
+// worker, keeping the pidfd open until then, and puts it in the last exit
+// if that is still this exit.
 func (r *Reconciler) handleExit(ctx context.Context, s *server, t *tracked) {
 	r.exits.Unwatch(t.handle)
 	le := &LastExit{Code: -1, Reason: "exited (status unknown: not started by this procfleet)"}
+	learn := t.running == nil && t.handle.Mode() == observe.PinPidfd
 	if t.running != nil {
 		wctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 		select {
@@ -277,13 +285,25 @@ func (r *Reconciler) handleExit(ctx context.Context, s *server, t *tracked) {
 			}
 		}
 	}
-	_ = t.handle.Close()
+	if !learn {
+		_ = t.handle.Close()
+	}
 	if err := r.records.RemoveRecord(s.name); err != nil {
 		r.log.Error(err, "Cannot remove the record of an exited server", "server", s.name)
 	}
 	now := r.clock.Now()
 	le.At = now
 	r.mu.Lock()
+	if s.learnCancel != nil {
+		s.learnCancel() // an earlier exit's status no longer matters
+		s.learnCancel = nil
+	}
+	lctx, lcancel := context.WithCancel(ctx)
+	if learn {
+		s.learnCancel = lcancel
+	} else {
+		lcancel()
+	}
 	if s.tracked == t {
 		s.tracked = nil
 	}
@@ -298,6 +318,81 @@ func (r *Reconciler) handleExit(ctx context.Context, s *server, t *tracked) {
 	r.setPhaseLocked(s, PhasePending, "exited: "+le.Reason)
 	r.mu.Unlock()
 	r.event(s.name, EventWarning, ReasonExited, fmt.Sprintf("pid %d %s", t.rec.PID, le.Reason), false)
+	if learn {
+		// Run's teardown cancels lctx (learnCancel) and waits for r.starts.
+		r.starts.Go(func() {
+			defer lcancel()
+			r.learnExit(lctx, s, t.handle, t.rec.PID, le)
+		})
+	}
+}
+
+// ReasonExitLearned: the exit status of a process that was not our child
+// (adopted) was learned after its parent reaped it; the last exit says it.
+const ReasonExitLearned = "ExitLearned"
+
+// exitLearnBound bounds how long learnExit looks for an exit status: the
+// exited process's parent must reap it first (PID 1 took about 1.9 s once,
+// see process-mechanics.md 2.9). Looks are 10 ms apart at first, doubling
+// up to 1 s.
+const exitLearnBound = 5 * time.Second
+
+// learnExit asks the pidfd h of an exited process that was not our child
+// for its exit status until it is known (its parent reaped it), ctx ends, or
+// exitLearnBound has passed; then closes h. A status learned replaces le as
+// the server's last exit if le still is (the server did not exit again
+// meanwhile), with an ExitLearned event; else le stays (-1, unknown).
+func (r *Reconciler) learnExit(ctx context.Context, s *server, h *observe.Handle, pid int, le *LastExit) {
+	defer h.Close()
+	wait, waited := 10*time.Millisecond, time.Duration(0)
+	for {
+		if st, ok := h.ExitStatus(); ok {
+			r.exitLearned(s, pid, le, st, waited)
+			return
+		}
+		if waited >= exitLearnBound || ctx.Err() != nil {
+			r.log.V(1).Info("Exit status not learned", "server", s.name, "pid", pid, "waited", waited)
+			return
+		}
+		d := min(wait, exitLearnBound-waited)
+		timer := r.clock.NewTimer(d)
+		select {
+		case <-ctx.Done():
+			timer.Stop()
+			r.log.V(1).Info("Exit status not learned", "server", s.name, "pid", pid, "waited", waited)
+			return
+		case <-timer.C():
+		}
+		waited += d
+		wait = min(2*wait, time.Second)
+	}
+}
+
+// exitLearned puts a learned exit status in place of le, if le is still the
+// server's last exit. The copy keeps le's time: it is the same exit.
+func (r *Reconciler) exitLearned(s *server, pid int, le *LastExit, st observe.ExitStatus, waited time.Duration) {
+	learned := &LastExit{Code: st.Code, Signal: st.Signal, At: le.At}
+	learned.Reason = st.String() + " (learned after its parent reaped it)"
+	if st.Signal == "SIGKILL" {
+		learned.Reason = st.String() + " (learned after its parent reaped it; the out-of-memory killer may have ended it)"
+	}
+	r.mu.Lock()
+	current := s.lastExit == le
+	if current {
+		// A new value, not an edit of le: Status hands le out to readers.
+		s.lastExit = learned
+		r.kickStatus()
+	}
+	r.mu.Unlock()
+	r.log.V(1).Info("Exit status learned", "server", s.name, "pid", pid, "status", st.String(), "waited", waited, "current", current)
+	if !current {
+		return
+	}
+	typ := EventNormal
+	if learned.Failed() {
+		typ = EventWarning
+	}
+	r.event(s.name, typ, ReasonExitLearned, fmt.Sprintf("pid %d %s", pid, learned.Reason), false)
 }
 
 // apply carries out one action, in numbered steps.
