@@ -40,7 +40,11 @@ func TestAdoptedExitStatusLearned(t *testing.T) {
 		s, _ := rr.r.Status().Get("s")
 		return s
 	}
-	waitChange(t, rr.r, wake, "adoption", func() bool { s := get(); return s.Phase == PhaseRunning && s.PID == pid })
+	// The phase changes before the event is sent: wait for both.
+	waitChange(t, rr.r, wake, "adoption", func() bool {
+		s := get()
+		return s.Phase == PhaseRunning && s.PID == pid && rr.ev.index("s", ReasonAdopted) >= 0
+	})
 	if n := rr.ev.count("s", ReasonAdopted); n != 1 {
 		t.Fatalf("%d Adopted events, want 1", n)
 	}
