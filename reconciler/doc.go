@@ -24,7 +24,10 @@
 //     applying them is the only side effect, in numbered steps.
 //   - Never twice. Every record that ownership rule 2 proves is adopted
 //     (watched, probed), never started again; a server being started is
-//     never started again until its readiness wait ends.
+//     never started again until its readiness wait ends. An adopted
+//     process's exit is not held back for its status: it is restarted at
+//     once, and its exit code is filled in later from its pidfd once its
+//     parent reaps it (Linux >= 6.15; LastExit).
 //   - Never a stranger. Quarantined servers (rules 4-7, PortConflict,
 //     Unkillable) are reported and never signalled; a stale or reused record
 //     is removed without a signal. An UntrustedRecord quarantine is lifted

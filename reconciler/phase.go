@@ -130,8 +130,11 @@ func setCondition(c *Condition, status ConditionStatus, reason, message string, 
 // LastExit describes how a server's last process ended.
 type LastExit struct {
 	// Code is the exit code; -1 when the process was killed by a signal or
-	// its status could not be read (a process procfleet did not start in
-	// this run is not its child, so its status is the init process's).
+	// its status could not be read. A process procfleet did not start in
+	// this run (adopted) is not its child: its exit is reported at once
+	// with -1 and "status unknown", and on Linux >= 6.15 replaced by the
+	// real status once its parent has reaped it (an ExitLearned event),
+	// within 5 s or not at all. The restart decision is made on the -1.
 	Code   int       `json:"code"`
 	Signal string    `json:"signal"`
 	Reason string    `json:"reason"`
