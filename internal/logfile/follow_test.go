@@ -176,6 +176,39 @@ func TestFollowAcrossRotation(t *testing.T) {
 	}
 }
 
+// TestFollowResumeNearStartOfLive: a cut that leaves the follower's place
+// less than a fingerprint (256 bytes) into the live file. Its fingerprint
+// then reaches back into the copy, which the live file never held; it was
+// compared whole against the live file, failed, and Follow waited 2 s and
+// printed the live file again from its start (seen as 91-202 repeated
+// bytes in TestFollowAcrossRotation under load).
+func TestFollowResumeNearStartOfLive(t *testing.T) {
+	dir := t.TempDir()
+	if !collapseWorks(t, dir) {
+		t.Skipf("fallocate COLLAPSE_RANGE is not supported in %s", dir)
+	}
+	path := filepath.Join(dir, "api.log")
+	a := newAppender(t, path)
+	out := follow(t, path, FollowOptions{Lines: -1})
+	// 118 lines of 35 bytes: 4,130 bytes, so a cut at the 4,096-byte block
+	// boundary leaves the follower 34 bytes into the live file.
+	out.waitFor(t, a.write(118))
+	if err := Rotate(path, Options{}); err != nil {
+		t.Fatal(err)
+	}
+	fi, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi.Size() != 4130%4096 {
+		t.Skipf("the cut left %d bytes, not %d: the file system's block is not 4,096 bytes", fi.Size(), 4130%4096)
+	}
+	out.waitFor(t, a.write(10))
+	if got, want := out.String(), numbered(0, 128); got != want {
+		t.Errorf("Follow printed %d bytes, want %d: lines lost or repeated after the cut", len(got), len(want))
+	}
+}
+
 // TestFollowRenameRotation: a rotator that renames the log and creates a new
 // one (logrotate's default) is followed too.
 func TestFollowRenameRotation(t *testing.T) {

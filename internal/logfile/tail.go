@@ -109,10 +109,13 @@ func lastBytes(f io.ReaderAt, off int64, n int) ([]byte, error) {
 	return b, nil
 }
 
-// endsWith reports whether f holds want just before off.
+// endsWith reports whether f holds want just before off. When want is
+// longer than off it compares the last off bytes of want with the start of
+// f: after Follow resumed a file close to its start, its fingerprint still
+// holds bytes of the copy before it, which this file never had.
 func endsWith(f io.ReaderAt, off int64, want []byte) bool {
 	if int64(len(want)) > off {
-		return false
+		want = want[int64(len(want))-off:]
 	}
 	got, err := lastBytes(f, off, len(want))
 	return err == nil && bytes.Equal(got, want)
