@@ -604,6 +604,32 @@ func (h *harness) recordPath(name string) string {
 	return filepath.Join(h.state, "servers", name+".json")
 }
 
+// recordProblem says what is wrong with the record of server name, running
+// as pid, by procfleet's own rules (a regular file of ours, mode 0600,
+// naming that server and pid); "" when it is good.
+func (h *harness) recordProblem(name string, pid int) string {
+	path := h.recordPath(name)
+	fi, err := os.Lstat(path)
+	if err != nil {
+		return err.Error()
+	}
+	if !fi.Mode().IsRegular() || fi.Mode().Perm() != 0o600 {
+		return fmt.Sprintf("mode %v, want a regular file with mode 0600", fi.Mode())
+	}
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok && int(st.Uid) != os.Geteuid() {
+		return fmt.Sprintf("owned by uid %d", st.Uid)
+	}
+	b, err := os.ReadFile(path)
+	var rec struct {
+		PID  int    `json:"pid"`
+		Name string `json:"name"`
+	}
+	if err != nil || json.Unmarshal(b, &rec) != nil || rec.PID != pid || rec.Name != name {
+		return fmt.Sprintf("not a record of pid %d: %v %q", pid, err, b)
+	}
+	return ""
+}
+
 // waitFor polls cond every 10 ms until it holds (true), bound passes or ctx
 // ends (false), and returns the time it took.
 func waitFor(ctx context.Context, bound time.Duration, cond func() bool) (time.Duration, bool) {
@@ -1382,6 +1408,12 @@ func (h *harness) expected(s *server, st statusJSON, procs map[string][]proc) (b
 	if len(live) != 1 || live[0].pid != e.PID {
 		return false, fmt.Sprintf("status pid %d, live instances %v", e.PID, live)
 	}
+	// A record corrupted under a running server is noticed at the next
+	// resync (30 s) or restart of up, which rewrites it: until then the
+	// server has not converged.
+	if p := h.recordProblem(s.name, e.PID); p != "" {
+		return false, "record not (yet) rewritten: " + p
+	}
 	return true, ""
 }
 
@@ -1474,13 +1506,8 @@ func (h *harness) checkConverged(ctx context.Context) {
 		s := h.servers[n]
 		e, ok := st.get(n)
 		if s.declared && ok && e.Phase == "Running" {
-			b, err := os.ReadFile(h.recordPath(n))
-			var rec struct {
-				PID  int    `json:"pid"`
-				Name string `json:"name"`
-			}
-			if err != nil || json.Unmarshal(b, &rec) != nil || rec.PID != e.PID || rec.Name != n {
-				h.violation("record: Running server %s (pid %d) has no good record: %v %q", n, e.PID, err, b)
+			if p := h.recordProblem(n, e.PID); p != "" {
+				h.violation("record: Running server %s (pid %d) has no good record: %s", n, e.PID, p)
 			}
 			if _, err := os.Stat(filepath.Join(h.state, "logs", n+".log")); err != nil {
 				h.violation("log: Running server %s has no log: %v", n, err)
