@@ -31,7 +31,7 @@ import (
 // closes (the test server cannot exit with a code on demand).
 func TestAdoptedExitStatusLearned(t *testing.T) {
 	f := newTestFleet(t)
-	a := startAdoptable(t, f)
+	a := startAdoptable(t, f, "")
 	pid, h := a.cmd.Process.Pid, a.pin
 
 	wake := make(chan struct{}, 1)
@@ -96,7 +96,9 @@ func TestAdoptedExitStatusLearned(t *testing.T) {
 // last exit stays unknown.
 func TestAdoptedExitNotReapedStop(t *testing.T) {
 	f := newTestFleet(t)
-	a := startAdoptable(t, f)
+	// restartPolicy Never: a restart racing the stop below would end with
+	// its own last exit ("context canceled" from the cancelled spawn).
+	a := startAdoptable(t, f, "Never")
 	pid := a.cmd.Process.Pid
 	ino, ok := a.pin.PidfdInode()
 	if !ok {
@@ -141,9 +143,9 @@ type adoptable struct {
 	pin   *observe.Handle // the test's own
 }
 
-func startAdoptable(t *testing.T, f *testFleet) adoptable {
+func startAdoptable(t *testing.T, f *testFleet, policy string) adoptable {
 	t.Helper()
-	f.add(&testSpec{name: "s"})
+	f.add(&testSpec{name: "s", policy: policy})
 	f.write()
 	fleet, err := spec.Load(f.file)
 	if err != nil {
