@@ -1,12 +1,9 @@
 package observe
 
 import (
-	"bufio"
 	"errors"
 	"os"
 	"os/exec"
-	"strconv"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -111,20 +108,7 @@ func TestExitStatusOfChild(t *testing.T) {
 // someone else (a shell here), which reaps it. The shell's own exit, after
 // its `wait` returned, is the event that says the reap is done.
 func TestExitStatusOfNonChild(t *testing.T) {
-	cmd := exec.Command("sh", "-c", "sleep 1000 & echo $!; wait")
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	startCmd(t, cmd)
-	line, err := bufio.NewReader(stdout).ReadString('\n')
-	if err != nil {
-		t.Fatalf("read the pid of the shell's child: %v", err)
-	}
-	pid, err := strconv.Atoi(strings.TrimSpace(line))
-	if err != nil {
-		t.Fatal(err)
-	}
+	pid, cmd := startNonChildShell(t)
 	h, err := Pin(pid)
 	if err != nil {
 		// Not reaped yet (the shell waits for it), so the pid is still it.

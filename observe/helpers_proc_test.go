@@ -41,6 +41,14 @@ func startCmd(t testing.TB, cmd *exec.Cmd) *exec.Cmd {
 // Cleanup.
 func startNonChild(t testing.TB) int {
 	t.Helper()
+	pid, _ := startNonChildShell(t)
+	return pid
+}
+
+// startNonChildShell is startNonChild that also returns the shell, whose
+// exit (after its wait reaped the sleep) a test can wait for.
+func startNonChildShell(t testing.TB) (int, *exec.Cmd) {
+	t.Helper()
 	cmd := exec.Command("sh", "-c", "sleep 1000 & echo $!; wait")
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
@@ -56,7 +64,7 @@ func startNonChild(t testing.TB) int {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGKILL) })
-	return pid
+	return pid, cmd
 }
 
 // otherUserBinary copies the test binary where user nobody can run it.

@@ -85,17 +85,7 @@ func startWatcher(t *testing.T, paths ...string) (*FleetWatcher, *recorder) {
 	if err != nil {
 		t.Fatalf("NewFleetWatcher: %v", err)
 	}
-	r := &recorder{signal: make(chan struct{}, 1)}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- w.Run(ctx, r.add) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Run: %v", err)
-		}
-	})
-	return w, r
+	return w, runWatcher(t, w)
 }
 
 func writeFile(t *testing.T, path, content string) {
