@@ -85,7 +85,9 @@ func (a *Actuator) sendSignal(t target, sig syscall.Signal) error {
 // to KillTimeout, and returns *QuarantineError Unkillable if anything is
 // still alive. A process that already exited is never signalled. It then
 // removes the record (an error that says the process stopped when that
-// fails), and waits up to 5 s for nothing to accept TCP on the port.
+// fails), and waits up to 5 s for nothing to accept TCP on the port. Every
+// error other than *QuarantineError begins "stop server <name>: ", so
+// callers need not wrap it again.
 func (a *Actuator) Stop(ctx context.Context, rec Record, opts StopOptions) error {
 	name := rec.Name
 	if q := refuseSelf(rec); q != nil {

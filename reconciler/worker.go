@@ -792,6 +792,6 @@ func (r *Reconciler) stop(ctx context.Context, s *server, d Desired, a Action, r
 		return Result{}, nil
 	default:
 		r.event(s.name, EventWarning, ReasonFailed, "stop failed: "+err.Error(), false)
-		return Result{}, fmt.Errorf("stop server %s: %w", s.name, err)
+		return Result{}, err // actuate's errors already say "stop server <name>: ..."
 	}
 }
