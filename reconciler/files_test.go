@@ -329,16 +329,7 @@ func TestFleetWatcherInPlaceSaveCaughtMidWayChangesNothing(t *testing.T) {
 					close(restored)
 				})
 			}
-			r := &recorder{signal: make(chan struct{}, 1)}
-			ctx, cancel := context.WithCancel(context.Background())
-			done := make(chan error, 1)
-			go func() { done <- w.Run(ctx, r.add) }()
-			t.Cleanup(func() {
-				cancel()
-				if err := <-done; err != nil {
-					t.Errorf("Run: %v", err)
-				}
-			})
+			r := runWatcher(t, w)
 
 			writeFile(t, main, midway) // the save's truncate (and part of its write)
 			select {
