@@ -90,26 +90,8 @@ func TestInspectRecordsLeaveUntrustedInPlace(t *testing.T) {
 		{name: "bad json", data: "not json {", reason: "parse"},
 		{name: "other name", data: strings.Replace(valid, `"api"`, `"web"`, 1), reason: `names server "web"`},
 		{name: "mode 0666", data: valid, prepare: func(t *testing.T, p string) { chmod(t, p, 0o666) }, reason: "mode 0666"},
-		{name: "other uid", data: valid, prepare: func(t *testing.T, p string) {
-			if os.Geteuid() != 0 {
-				t.Skip("needs root to give the record to another user")
-			}
-			if err := os.Chown(p, 65534, 65534); err != nil {
-				t.Fatal(err)
-			}
-		}, reason: "owned by uid 65534"},
-		{name: "symlink", prepare: func(t *testing.T, p string) {
-			target := filepath.Join(t.TempDir(), "target.json")
-			if err := os.WriteFile(target, []byte(valid), 0o600); err != nil {
-				t.Fatal(err)
-			}
-			if err := os.Remove(p); err != nil {
-				t.Fatal(err)
-			}
-			if err := os.Symlink(target, p); err != nil {
-				t.Fatal(err)
-			}
-		}, reason: "symbolic link"},
+		{name: "other uid", data: valid, prepare: giveToNobody, reason: "owned by uid 65534"},
+		{name: "symlink", prepare: symlinkTo(valid), reason: "symbolic link"},
 		{name: "file name not a server name", file: "API.json", data: valid, reason: "not a server name"},
 		{name: "fifo", prepare: func(t *testing.T, p string) {
 			if err := os.Remove(p); err != nil {

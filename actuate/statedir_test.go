@@ -163,6 +163,36 @@ func chmod(t *testing.T, path string, mode os.FileMode) {
 	}
 }
 
+// giveToNobody gives the file at p to uid 65534; it skips the test when
+// not run as root, who alone can.
+func giveToNobody(t *testing.T, p string) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to give the record to another user")
+	}
+	if err := os.Chown(p, 65534, 65534); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// symlinkTo returns a prepare step that replaces the file at p with a
+// symbolic link to a file elsewhere holding data.
+func symlinkTo(data string) func(t *testing.T, p string) {
+	return func(t *testing.T, p string) {
+		t.Helper()
+		target := filepath.Join(t.TempDir(), "target.json")
+		if err := os.WriteFile(target, []byte(data), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Remove(p); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Symlink(target, p); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 func TestOpenStateDirSweepsStaleTemps(t *testing.T) {
 	d := newStateDir(t)
 	old := filepath.Join(d.Path, "servers", ".api.json.tmp-123")
@@ -329,26 +359,8 @@ func TestReadRecordUntrusted(t *testing.T) {
 		{name: "mode 0666", data: valid, prepare: func(t *testing.T, p string) { chmod(t, p, 0o666) }, reason: "mode 0666"},
 		{name: "mode 0646", data: valid, prepare: func(t *testing.T, p string) { chmod(t, p, 0o646) }, reason: "mode 0646"},
 		{name: "group writable", data: valid, prepare: func(t *testing.T, p string) { chmod(t, p, 0o620) }, reason: "mode 0620"},
-		{name: "other uid", data: valid, prepare: func(t *testing.T, p string) {
-			if os.Geteuid() != 0 {
-				t.Skip("needs root to give the record to another user")
-			}
-			if err := os.Chown(p, 65534, 65534); err != nil {
-				t.Fatal(err)
-			}
-		}, reason: "owned by uid 65534"},
-		{name: "symlink", data: "", prepare: func(t *testing.T, p string) {
-			target := filepath.Join(t.TempDir(), "target.json")
-			if err := os.WriteFile(target, []byte(valid), 0o600); err != nil {
-				t.Fatal(err)
-			}
-			if err := os.Remove(p); err != nil {
-				t.Fatal(err)
-			}
-			if err := os.Symlink(target, p); err != nil {
-				t.Fatal(err)
-			}
-		}, reason: "symbolic link"},
+		{name: "other uid", data: valid, prepare: giveToNobody, reason: "owned by uid 65534"},
+		{name: "symlink", data: "", prepare: symlinkTo(valid), reason: "symbolic link"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
