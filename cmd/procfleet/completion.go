@@ -11,8 +11,9 @@ func newCompletionCmd() *cobra.Command {
 		Use:   "completion bash|zsh|fish",
 		Short: "Print a shell completion script",
 		Long: `Completion prints a script that makes your shell complete procfleet's
-commands, flags and arguments (server names for logs, from the state
-folder). Load it as the examples show.`,
+commands, flags and arguments: server names for status and describe (from
+the fleet files and the state folder's records) and for logs (from the
+state folder's logs). Load it as the examples show.`,
 		Example: `  # bash: now, and in every new shell (needs the bash-completion package)
   source <(procfleet completion bash)
   procfleet completion bash > ~/.local/share/bash-completion/completions/procfleet

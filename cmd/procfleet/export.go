@@ -69,7 +69,7 @@ Exit status: 0 when the files were written (warnings or not), 1 on any error.`,
 	f.StringVarP(&fl.outDir, "output-dir", "o", "", "write the files into `DIR` (created if missing) instead of stdout")
 	f.StringVar(&fl.name, "name", "", "fleet `NAME`, a DNS label (default: the folder of the first fleet file)")
 	f.StringArrayVar(&fl.images, "image", nil, "container image for kubernetes: `IMAGE` for every server, or NAME=IMAGE for one (repeatable)")
-	f.StringVar(&fl.waitImage, "wait-image", export.DefaultWaitImage, "image of the init containers that wait for dependencies (kubernetes; needs sh and nc)")
+	f.StringVar(&fl.waitImage, "wait-image", export.DefaultWaitImage, "`IMAGE` of the init containers that wait for dependencies (kubernetes; needs sh and nc)")
 	_ = cmd.MarkFlagRequired("to")
 	return cmd
 }

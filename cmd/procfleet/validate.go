@@ -73,7 +73,7 @@ Exit status: 0 when the files are valid, 1 on any error.`,
 		},
 	}
 	opts.addFileFlags(cmd)
-	cmd.Flags().StringVarP(&output, "output", "o", validateText, "output format: text, json or github")
+	cmd.Flags().StringVarP(&output, "output", "o", validateText, "output `FORMAT`: text, json or github")
 	return cmd
 }
 

@@ -94,6 +94,6 @@ func newVersionCmd() *cobra.Command {
 			return writeVersion(cmd.OutOrStdout(), readBuildInfo(), output == "json")
 		},
 	}
-	cmd.Flags().StringVarP(&output, "output", "o", "text", "output format: text or json")
+	cmd.Flags().StringVarP(&output, "output", "o", "text", "output `FORMAT`: text or json")
 	return cmd
 }
