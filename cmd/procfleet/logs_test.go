@@ -7,11 +7,11 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/procfleet/procfleet/internal/logfile"
+	"github.com/procfleet/procfleet/internal/testutil"
 )
 
 // logState makes a state folder whose logs/ holds api.log and its rotated
@@ -97,42 +97,6 @@ func TestLogsSymlinkNotFollowed(t *testing.T) {
 	}
 }
 
-// logsOutput is an io.Writer safe for the follow goroutine and the test,
-// signalling each write.
-type logsOutput struct {
-	mu     sync.Mutex
-	b      bytes.Buffer
-	notify chan struct{}
-}
-
-func (l *logsOutput) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	select {
-	case l.notify <- struct{}{}:
-	default:
-	}
-	return l.b.Write(p)
-}
-
-func (l *logsOutput) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
-func (l *logsOutput) waitFor(t *testing.T, want string) {
-	t.Helper()
-	deadline := time.After(30 * time.Second)
-	for !strings.Contains(l.String(), want) {
-		select {
-		case <-l.notify:
-		case <-deadline:
-			t.Fatalf("output %q never contained %q", l.String(), want)
-		}
-	}
-}
-
 // TestLogsFollow: logs -f prints the tail, then lines written later, and
 // goes on after a rotation, until its context ends (Ctrl-C), with exit 0.
 func TestLogsFollow(t *testing.T) {
@@ -146,21 +110,21 @@ func TestLogsFollow(t *testing.T) {
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	out := &logsOutput{notify: make(chan struct{}, 1)}
+	out := testutil.NewSyncBuffer()
 	var stderr bytes.Buffer
 	done := make(chan int, 1)
 	go func() {
 		done <- run(ctx, []string{"logs", "api", "-f", "--tail", "4", "--state-dir", dir}, out, &stderr)
 	}()
 
-	out.waitFor(t, "two\nthree\nfour\nfive")
+	out.WaitFor(t, "two\nthree\nfour\nfive")
 	fmt.Fprint(w, " (end)\nsix\n")
-	out.waitFor(t, "six\n")
+	out.WaitFor(t, "six\n")
 	if err := logfile.Rotate(live, logfile.Options{}); err != nil {
 		t.Fatal(err)
 	}
 	fmt.Fprint(w, "seven\n")
-	out.waitFor(t, "seven\n")
+	out.WaitFor(t, "seven\n")
 	cancel()
 	select {
 	case code := <-done:

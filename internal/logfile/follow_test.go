@@ -9,72 +9,19 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
-	"time"
 
 	"github.com/go-logr/logr/testr"
+
+	"github.com/procfleet/procfleet/internal/testutil"
 )
 
-// syncBuffer collects Follow's output and signals each write.
-type syncBuffer struct {
-	mu     sync.Mutex
-	b      bytes.Buffer
-	notify chan struct{}
-}
-
-func newSyncBuffer() *syncBuffer { return &syncBuffer{notify: make(chan struct{}, 1)} }
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	select {
-	case s.notify <- struct{}{}:
-	default:
-	}
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
-// waitFor waits until the output contains want, for at most 30 s.
-func (s *syncBuffer) waitFor(t *testing.T, want string) {
-	t.Helper()
-	deadline := time.After(30 * time.Second)
-	for !strings.Contains(s.String(), want) {
-		select {
-		case <-s.notify:
-		case <-deadline:
-			t.Fatalf("output never contained %q; got %d bytes ending %q", want, len(s.String()), lastN(s.String(), 200))
-		}
-	}
-}
-
-func lastN(s string, n int) string { return s[max(len(s)-n, 0):] }
-
 // follow runs Follow on path into a new buffer until the test ends.
-func follow(t *testing.T, path string, opts FollowOptions) *syncBuffer {
+func follow(t *testing.T, path string, opts FollowOptions) *testutil.SyncBuffer {
 	t.Helper()
-	out := newSyncBuffer()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
+	out := testutil.NewSyncBuffer()
 	opts.Log = testr.New(t)
-	go func() { done <- Follow(ctx, path, out, opts) }()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("Follow: %v", err)
-			}
-		case <-time.After(30 * time.Second):
-			t.Errorf("Follow did not return after its context ended")
-		}
-	})
+	testutil.RunUntilCleanup(t, "Follow", func(ctx context.Context) error { return Follow(ctx, path, out, opts) })
 	return out
 }
 
@@ -119,10 +66,10 @@ func numbered(from, to int) string {
 func TestFollowNewLines(t *testing.T) {
 	path := writeFile(t, "old 1\nold 2\n")
 	out := follow(t, path, FollowOptions{Lines: 1})
-	out.waitFor(t, "old 2\n")
+	out.WaitFor(t, "old 2\n")
 	a := newAppender(t, path)
 	last := a.write(3)
-	out.waitFor(t, last)
+	out.WaitFor(t, last)
 	if got, want := out.String(), "old 2\n"+numbered(0, 3); got != want {
 		t.Errorf("Follow printed %q, want %q", got, want)
 	}
@@ -131,7 +78,7 @@ func TestFollowNewLines(t *testing.T) {
 func TestFollowWholeFile(t *testing.T) {
 	path := writeFile(t, "a\nb\n")
 	out := follow(t, path, FollowOptions{Lines: -1})
-	out.waitFor(t, "a\nb\n")
+	out.WaitFor(t, "a\nb\n")
 	if got := out.String(); got != "a\nb\n" {
 		t.Errorf("Follow printed %q, want the whole file", got)
 	}
@@ -162,12 +109,12 @@ func TestFollowAcrossRotation(t *testing.T) {
 			a := newAppender(t, path)
 			out := follow(t, path, FollowOptions{Lines: -1})
 			for round := 0; round < 4; round++ {
-				out.waitFor(t, a.write(300))
+				out.WaitFor(t, a.write(300))
 				a.write(150) // not yet seen, maybe, when the rotation cuts them
 				if err := Rotate(path, Options{}); err != nil {
 					t.Fatal(err)
 				}
-				out.waitFor(t, a.write(150))
+				out.WaitFor(t, a.write(150))
 			}
 			if got, want := out.String(), numbered(0, a.next); got != want {
 				t.Errorf("Follow printed %d bytes, want %d: lines lost, repeated or out of order", len(got), len(want))
@@ -192,7 +139,7 @@ func TestFollowResumeNearStartOfLive(t *testing.T) {
 	out := follow(t, path, FollowOptions{Lines: -1})
 	// 118 lines of 35 bytes: 4,130 bytes, so a cut at the 4,096-byte block
 	// boundary leaves the follower 34 bytes into the live file.
-	out.waitFor(t, a.write(118))
+	out.WaitFor(t, a.write(118))
 	if err := Rotate(path, Options{}); err != nil {
 		t.Fatal(err)
 	}
@@ -203,7 +150,7 @@ func TestFollowResumeNearStartOfLive(t *testing.T) {
 	if fi.Size() != 4130%4096 {
 		t.Skipf("the cut left %d bytes, not %d: the file system's block is not 4,096 bytes", fi.Size(), 4130%4096)
 	}
-	out.waitFor(t, a.write(10))
+	out.WaitFor(t, a.write(10))
 	if got, want := out.String(), numbered(0, 128); got != want {
 		t.Errorf("Follow printed %d bytes, want %d: lines lost or repeated after the cut", len(got), len(want))
 	}
@@ -216,14 +163,14 @@ func TestFollowRenameRotation(t *testing.T) {
 	path := filepath.Join(dir, "api.log")
 	old := newAppender(t, path)
 	out := follow(t, path, FollowOptions{Lines: -1}) // from 0: the writes may come before Follow opens
-	out.waitFor(t, old.write(5))
+	out.WaitFor(t, old.write(5))
 	if err := os.Rename(path, RotatedPath(path, 1)); err != nil {
 		t.Fatal(err)
 	}
 	old.write(5) // still to the renamed file, as the server's descriptor does
 	fresh := newAppender(t, path)
 	fresh.next = old.next
-	out.waitFor(t, fresh.write(5))
+	out.WaitFor(t, fresh.write(5))
 	if got, want := out.String(), numbered(0, 15); got != want {
 		t.Errorf("Follow printed %q, want %q", got, want)
 	}
@@ -242,7 +189,7 @@ func TestFollowWriterProcess(t *testing.T) {
 		if _, err := stdin.Write([]byte{'x'}); err != nil {
 			t.Fatal(err)
 		}
-		out.waitFor(t, numbered((i+1)*batch-1, (i+1)*batch))
+		out.WaitFor(t, numbered((i+1)*batch-1, (i+1)*batch))
 		if err := Rotate(path, Options{}); err != nil {
 			t.Fatal(err)
 		}
@@ -259,11 +206,11 @@ func TestFollowForeignCopy(t *testing.T) {
 	path := filepath.Join(dir, "api.log")
 	a := newAppender(t, path)
 	out := follow(t, path, FollowOptions{Lines: -1})
-	out.waitFor(t, a.write(10))
+	out.WaitFor(t, a.write(10))
 	if err := os.WriteFile(RotatedPath(path, 1), []byte("not a copy\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	out.waitFor(t, a.write(10))
+	out.WaitFor(t, a.write(10))
 	if got, want := out.String(), numbered(0, 20); got != want {
 		t.Errorf("Follow printed %q, want %q", got, want)
 	}
