@@ -14,6 +14,8 @@ import (
 
 	"github.com/go-logr/logr/testr"
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/procfleet/procfleet/internal/testutil"
 )
 
 // peerEnv makes the test binary a peer that connects to the socket it names
@@ -118,22 +120,9 @@ func serve(t *testing.T, dir string, b Backend) *Listener {
 	if err != nil {
 		t.Fatalf("Listen: %v", err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
+	t.Cleanup(func() { _ = l.Close() }) // runs after Serve has returned
 	srv := &Server{Backend: b, Log: testr.New(t)}
-	go func() { done <- srv.Serve(ctx, l) }()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("Serve: %v", err)
-			}
-		case <-time.After(30 * time.Second):
-			t.Errorf("Serve did not return 30 s after its context ended")
-		}
-		_ = l.Close()
-	})
+	testutil.RunUntilCleanup(t, "Serve", func(ctx context.Context) error { return srv.Serve(ctx, l) })
 	return l
 }
 
