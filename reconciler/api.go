@@ -142,9 +142,11 @@ func (r *Reconciler) Reload(ctx context.Context, wait bool, timeout time.Duratio
 	// acts, so waiting for it would only spend the timeout (apply without
 	// up, Converge, does not wait for it either). It is still reported.
 	waiting := func([]string) []string {
+		r.mu.Lock()
+		defer r.mu.Unlock()
 		var out []string
-		for _, n := range r.notReady() {
-			if !r.isQuarantined(n) {
+		for _, n := range r.notReadyLocked() {
+			if s := r.servers[n]; s == nil || s.phase != PhaseQuarantined {
 				out = append(out, n)
 			}
 		}
@@ -171,19 +173,16 @@ func (r *Reconciler) Reload(ctx context.Context, wait bool, timeout time.Duratio
 	return st, &NotConvergedError{Servers: bad, Cause: cause}
 }
 
-// isQuarantined reports whether server n is Quarantined now.
-func (r *Reconciler) isQuarantined(n string) bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	s := r.servers[n]
-	return s != nil && s.phase == PhaseQuarantined
-}
-
 // notReady lists the declared servers that are not Ready, and the
 // undeclared ones still running.
 func (r *Reconciler) notReady() []string {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	return r.notReadyLocked()
+}
+
+// notReadyLocked is notReady with r.mu held.
+func (r *Reconciler) notReadyLocked() []string {
 	var out []string
 	for n, d := range r.desired {
 		s := r.servers[n]
