@@ -85,13 +85,7 @@ func runApply(ctx context.Context, opts *globalOptions, stdout, stderr io.Writer
 	case err != nil:
 		return fleetError("apply", err)
 	}
-	ready := 0
-	for _, s := range st.Servers {
-		if s.Ready {
-			ready++
-		}
-	}
-	fmt.Fprintf(stdout, "applied: %d server(s), %d ready\n", len(st.Servers), ready)
+	fmt.Fprintf(stdout, "applied: %d server(s), %d ready\n", len(st.Servers), countReady(st))
 	return nil
 }
 
@@ -112,14 +106,19 @@ func applyThroughUp(ctx context.Context, c *api.Client, stdout io.Writer, wait b
 		}
 		return fmt.Errorf("apply (through procfleet up): %w", err)
 	}
-	ready := 0
+	fmt.Fprintf(stdout, "applied through procfleet up: %d server(s), %d ready\n", len(st.Servers), countReady(st))
+	return nil
+}
+
+// countReady is how many of st's servers are ready.
+func countReady(st reconciler.Status) int {
+	n := 0
 	for _, s := range st.Servers {
 		if s.Ready {
-			ready++
+			n++
 		}
 	}
-	fmt.Fprintf(stdout, "applied through procfleet up: %d server(s), %d ready\n", len(st.Servers), ready)
-	return nil
+	return n
 }
 
 // describe is a server's phase with its reason and message.
