@@ -114,30 +114,14 @@ func procListenSockets(port int) ([]Listener, error) {
 // /proc/PID/fd link. denied reports whether some fd folder could not be read
 // for lack of permission.
 func socketOwners(inodes map[uint64][]int) (denied bool, err error) {
-	d, err := os.Open("/proc")
-	if err != nil {
-		return false, err
-	}
-	defer d.Close()
-	names, err := d.Readdirnames(-1)
-	if err != nil {
-		return false, err
-	}
-	for _, name := range names {
-		if name == "" || name[0] < '1' || name[0] > '9' {
-			continue
-		}
-		pid, err := strconv.Atoi(name)
-		if err != nil {
-			continue
-		}
+	err = eachPID(func(pid int, name string) {
 		dir := "/proc/" + name + "/fd/"
 		fdd, err := os.Open(dir)
 		if err != nil {
 			if errors.Is(err, fs.ErrPermission) {
 				denied = true
 			}
-			continue
+			return
 		}
 		fds, err := fdd.Readdirnames(-1)
 		fdd.Close()
@@ -145,7 +129,7 @@ func socketOwners(inodes map[uint64][]int) (denied bool, err error) {
 			if errors.Is(err, fs.ErrPermission) {
 				denied = true
 			}
-			continue
+			return
 		}
 		for _, fd := range fds {
 			link, err := os.Readlink(dir + fd)
@@ -160,8 +144,8 @@ func socketOwners(inodes map[uint64][]int) (denied bool, err error) {
 				inodes[ino] = append(pids, pid)
 			}
 		}
-	}
-	return denied, nil
+	})
+	return denied, err
 }
 
 // socketInode parses "socket:[12345]".

@@ -167,6 +167,22 @@ func GroupMembers(pgid int) ([]int, error) {
 	return pids, nil
 }
 
+// ProcessGroups returns the live (not zombie) pids of every process group,
+// keyed by group, from one kern.proc.all.
+func ProcessGroups() (map[int][]int, error) {
+	procs, err := allProcs()
+	if err != nil {
+		return nil, fmt.Errorf("list process groups: %w", err)
+	}
+	groups := make(map[int][]int)
+	for _, p := range procs {
+		if !p.State.Exited() {
+			groups[p.PGID] = append(groups[p.PGID], p.PID)
+		}
+	}
+	return groups, nil
+}
+
 // Descendants returns the live descendants of pid by parent chain, from
 // kern.proc.all.
 func Descendants(pid int) ([]int, error) {

@@ -116,36 +116,48 @@ func CheckLiveness(pid int) Liveness {
 	return LivenessAlive
 }
 
-// scanProcs calls fn with the parsed stat of every process in /proc.
-// Processes that vanish during the scan are skipped.
-func scanProcs(fn func(procStat)) error {
+// eachPID calls fn with the pid and the /proc entry name of every process
+// listed in /proc (one listing; a process may be gone by the time fn reads
+// it).
+func eachPID(fn func(pid int, name string)) error {
 	d, err := os.Open("/proc")
 	if err != nil {
-		return fmt.Errorf("scan processes: %w", err)
+		return err
 	}
-	defer d.Close()
 	names, err := d.Readdirnames(-1)
+	_ = d.Close()
 	if err != nil {
-		return fmt.Errorf("scan processes: %w", err)
+		return err
 	}
-	buf := make([]byte, 0, 512)
 	for _, name := range names {
 		if name == "" || name[0] < '1' || name[0] > '9' {
 			continue
 		}
-		pid, err := strconv.Atoi(name)
-		if err != nil {
-			continue
+		if pid, err := strconv.Atoi(name); err == nil {
+			fn(pid, name)
 		}
+	}
+	return nil
+}
+
+// scanProcs calls fn with the parsed stat of every process in /proc.
+// Processes that vanish during the scan are skipped.
+func scanProcs(fn func(procStat)) error {
+	buf := make([]byte, 0, 512)
+	err := eachPID(func(pid int, name string) {
+		var err error
 		buf, err = readSmall("/proc/"+name+"/stat", buf[:0])
 		if err != nil {
-			continue
+			return
 		}
 		st, err := parseStat(buf)
 		if err != nil || st.PID != pid {
-			continue
+			return
 		}
 		fn(st)
+	})
+	if err != nil {
+		return fmt.Errorf("scan processes: %w", err)
 	}
 	return nil
 }
@@ -191,6 +203,22 @@ func GroupMembers(pgid int) ([]int, error) {
 		return nil, fmt.Errorf("list group %d: %w", pgid, err)
 	}
 	return pids, nil
+}
+
+// ProcessGroups returns the live (not zombie) pids of every process group,
+// keyed by group, from one scan of /proc: for a caller that needs many
+// groups at once, instead of a GroupMembers scan for each.
+func ProcessGroups() (map[int][]int, error) {
+	groups := make(map[int][]int)
+	err := scanProcs(func(st procStat) {
+		if !st.State.Exited() {
+			groups[st.PGID] = append(groups[st.PGID], st.PID)
+		}
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list process groups: %w", err)
+	}
+	return groups, nil
 }
 
 // Descendants returns the live (not zombie) descendants of pid by parent

@@ -29,6 +29,9 @@ func startTimeOf(int) (uint64, error) { return 0, errOS }
 // GroupMembers is not supported on this GOOS.
 func GroupMembers(int) ([]int, error) { return nil, errOS }
 
+// ProcessGroups is not supported on this GOOS.
+func ProcessGroups() (map[int][]int, error) { return nil, errOS }
+
 // Descendants is not supported on this GOOS.
 func Descendants(int) ([]int, error) { return nil, errOS }
 

@@ -130,6 +130,9 @@ func TestZombieCountsAsExited(t *testing.T) {
 	if members, err := GroupMembers(id.PGID); err != nil || slices.Contains(members, pid) {
 		t.Errorf("GroupMembers lists the zombie: %v, %v", members, err)
 	}
+	if groups, err := ProcessGroups(); err != nil || slices.Contains(groups[id.PGID], pid) {
+		t.Errorf("ProcessGroups lists the zombie: %v, %v", groups[id.PGID], err)
+	}
 }
 
 func TestGonePid(t *testing.T) {
@@ -229,6 +232,15 @@ func TestGroupMembersAndDescendants(t *testing.T) {
 	}
 	if !slices.Contains(members, sh) {
 		t.Errorf("GroupMembers(%d) = %v, want the shell in it", sh, members)
+	}
+	// The one-scan view of every group agrees (the group's processes sleep,
+	// so both scans see the same ones).
+	groups, err := ProcessGroups()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := groups[sh]; !slices.Equal(slices.Sorted(slices.Values(got)), slices.Sorted(slices.Values(members))) {
+		t.Errorf("ProcessGroups()[%d] = %v, GroupMembers = %v, want the same pids", sh, got, members)
 	}
 	escaped := 0
 	for _, p := range desc {
