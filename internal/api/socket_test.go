@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"github.com/go-logr/logr/testr"
+
+	"github.com/procfleet/procfleet/internal/testutil"
 )
 
 // staleSocket leaves a socket file at path that nobody accepts on, as a
@@ -212,10 +214,8 @@ func TestLongSocketPath(t *testing.T) {
 		}
 		t.Fatalf("Listen at a %d-byte path: %v", len(dir), err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- (&Server{Backend: b}).Serve(ctx, l) }()
-	t.Cleanup(func() { cancel(); <-done })
+	srv := &Server{Backend: b}
+	testutil.RunUntilCleanup(t, "Serve", func(ctx context.Context) error { return srv.Serve(ctx, l) })
 	if err := dial(t, l.Path()).Status(testContext(t), []string{"api"}, nil); err != nil {
 		t.Fatalf("Status at a long path: %v", err)
 	}
