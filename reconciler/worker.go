@@ -153,6 +153,37 @@ func (r *Reconciler) observe(ctx context.Context, s *server, d Desired, declared
 	return ob, nil
 }
 
+// recordGone observes a server without a record. A quarantine found at a
+// stop (Unkillable, UnverifiedOwner) ends: the process it protected is
+// gone. An UntrustedRecord quarantine
+// (its record was moved aside: whatever it described may still run) is
+// lifted only once nothing it could protect is left, so that a second copy
+// is never started blindly; nothing is ever signalled on the word of that
+// record.
+func (r *Reconciler) recordGone(s *server, d Desired, ob *observation) {
+	r.mu.Lock()
+	q, ue := s.quarantine, s.untrusted
+	if q != nil && q.Reason != actuate.UntrustedRecord {
+		s.quarantine = nil // the unkillable process is gone
+	}
+	r.mu.Unlock()
+	if q == nil || q.Reason != actuate.UntrustedRecord {
+		return
+	}
+	why, gone := untrustedGone(ue, d)
+	if !gone {
+		r.log.V(1).Info("Untrusted record quarantine kept", "server", s.name, "why", why)
+		ob.obs = Observed{Ownership: OwnQuarantined, Reason: string(q.Reason), Message: q.Message}
+		return
+	}
+	r.mu.Lock()
+	if s.quarantine == q {
+		s.quarantine, s.untrusted = nil, nil
+	}
+	r.mu.Unlock()
+	r.event(s.name, EventNormal, ReasonQuarantineLifted, "untrusted record quarantine lifted, nothing signalled: "+why, false)
+}
+
 // observeRecord reads and verifies the server's record.
 func (r *Reconciler) observeRecord(s *server, d Desired, ob *observation) error {
 	rec, err := r.records.ReadRecord(s.name)
@@ -160,30 +191,7 @@ func (r *Reconciler) observeRecord(s *server, d Desired, ob *observation) error 
 		var ue *actuate.UntrustedRecordError
 		switch {
 		case isNotExist(err):
-			r.mu.Lock()
-			q, ue := s.quarantine, s.untrusted
-			if q != nil && q.Reason != actuate.UntrustedRecord {
-				s.quarantine = nil // the unkillable process is gone
-			}
-			r.mu.Unlock()
-			if q != nil && q.Reason == actuate.UntrustedRecord {
-				// Its record was moved aside: whatever it described may
-				// still run. Never start a second copy blindly: lift the
-				// quarantine only once nothing it could protect is left.
-				// Nothing is ever signalled on the word of that record.
-				why, gone := untrustedGone(ue, d)
-				if gone {
-					r.mu.Lock()
-					if s.quarantine == q {
-						s.quarantine, s.untrusted = nil, nil
-					}
-					r.mu.Unlock()
-					r.event(s.name, EventNormal, ReasonQuarantineLifted, "untrusted record quarantine lifted, nothing signalled: "+why, false)
-					return nil
-				}
-				r.log.V(1).Info("Untrusted record quarantine kept", "server", s.name, "why", why)
-				ob.obs = Observed{Ownership: OwnQuarantined, Reason: string(q.Reason), Message: q.Message}
-			}
+			r.recordGone(s, d, ob)
 			return nil
 		case errors.As(err, &ue):
 			r.mu.Lock()
