@@ -95,32 +95,22 @@ func TestFollowMissing(t *testing.T) {
 // then rotated away, and lines written after the rotation, are all printed
 // once, in order.
 func TestFollowAcrossRotation(t *testing.T) {
-	for _, mode := range []string{"collapse", "truncate"} {
-		t.Run(mode, func(t *testing.T) {
-			dir := t.TempDir()
-			if mode == "collapse" && !collapseWorks(t, dir) {
-				t.Skipf("fallocate COLLAPSE_RANGE is not supported in %s", dir)
+	inEachRotationMode(t, func(t *testing.T, dir string, _ bool) {
+		path := filepath.Join(dir, "api.log")
+		a := newAppender(t, path)
+		out := follow(t, path, FollowOptions{Lines: -1})
+		for round := 0; round < 4; round++ {
+			out.WaitFor(t, a.write(300))
+			a.write(150) // not yet seen, maybe, when the rotation cuts them
+			if err := Rotate(path, Options{}); err != nil {
+				t.Fatal(err)
 			}
-			if mode == "truncate" {
-				disableCollapse = true
-				t.Cleanup(func() { disableCollapse = false })
-			}
-			path := filepath.Join(dir, "api.log")
-			a := newAppender(t, path)
-			out := follow(t, path, FollowOptions{Lines: -1})
-			for round := 0; round < 4; round++ {
-				out.WaitFor(t, a.write(300))
-				a.write(150) // not yet seen, maybe, when the rotation cuts them
-				if err := Rotate(path, Options{}); err != nil {
-					t.Fatal(err)
-				}
-				out.WaitFor(t, a.write(150))
-			}
-			if got, want := out.String(), numbered(0, a.next); got != want {
-				t.Errorf("Follow printed %d bytes, want %d: lines lost, repeated or out of order", len(got), len(want))
-			}
-		})
-	}
+			out.WaitFor(t, a.write(150))
+		}
+		if got, want := out.String(), numbered(0, a.next); got != want {
+			t.Errorf("Follow printed %d bytes, want %d: lines lost, repeated or out of order", len(got), len(want))
+		}
+	})
 }
 
 // TestFollowResumeNearStartOfLive: a cut that leaves the follower's place

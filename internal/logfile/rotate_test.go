@@ -185,15 +185,11 @@ func collapseWorks(t *testing.T, dir string) bool {
 	return err == nil && n > 0
 }
 
-// TestRotateUnderWriter rotates a log again and again while a separate
-// process writes numbered lines through its O_APPEND descriptor, moving each
-// copy aside, then checks what was kept.
-//   - collapse (Linux, ext4/xfs): nothing lost; the copies and the live log
-//     put together are exactly what was written, in order.
-//   - truncate (elsewhere): every line whole but possibly the last of a copy
-//     (a write cut by the truncate), in order, none twice, and lines missing
-//     only where a copy ends (the truncate window).
-func TestRotateUnderWriter(t *testing.T) {
+// inEachRotationMode runs test as subtests "collapse" (skipped where
+// fallocate COLLAPSE_RANGE does not work in the temporary folder) and
+// "truncate" (the copy-then-truncate path forced), each in a fresh folder;
+// collapse says which.
+func inEachRotationMode(t *testing.T, test func(t *testing.T, dir string, collapse bool)) {
 	for _, mode := range []string{"collapse", "truncate"} {
 		t.Run(mode, func(t *testing.T) {
 			dir := t.TempDir()
@@ -204,9 +200,21 @@ func TestRotateUnderWriter(t *testing.T) {
 				disableCollapse = true
 				t.Cleanup(func() { disableCollapse = false })
 			}
-			rotateUnderWriter(t, dir, mode == "collapse")
+			test(t, dir, mode == "collapse")
 		})
 	}
+}
+
+// TestRotateUnderWriter rotates a log again and again while a separate
+// process writes numbered lines through its O_APPEND descriptor, moving each
+// copy aside, then checks what was kept.
+//   - collapse (Linux, ext4/xfs): nothing lost; the copies and the live log
+//     put together are exactly what was written, in order.
+//   - truncate (elsewhere): every line whole but possibly the last of a copy
+//     (a write cut by the truncate), in order, none twice, and lines missing
+//     only where a copy ends (the truncate window).
+func TestRotateUnderWriter(t *testing.T) {
+	inEachRotationMode(t, rotateUnderWriter)
 }
 
 func rotateUnderWriter(t *testing.T, dir string, lossless bool) {
