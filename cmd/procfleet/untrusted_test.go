@@ -82,6 +82,18 @@ func fleetWithRecord(t *testing.T, data string) (fleet, state, record string) {
 	return fleet, state, record
 }
 
+// apiStatus runs `procfleet status -o json` with args, which must exit 0
+// with a status, and returns server api's part of it.
+func apiStatus(t *testing.T, args []string) (reconciler.ServerStatus, bool) {
+	t.Helper()
+	r := procfleet(t, append([]string{"status", "-o", "json"}, args...)...)
+	var st reconciler.Status
+	if r.code != 0 || json.Unmarshal([]byte(r.stdout), &st) != nil {
+		t.Fatalf("status -o json: exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
+	}
+	return st.Get("api")
+}
+
 // TestReadOnlyCommandsLeaveUntrustedRecord: status, describe and diff,
 // without a running up, report an untrusted record (rule 7) as
 // Quarantined / UntrustedRecord with its reason and exit as DESIGN.md says
@@ -161,19 +173,14 @@ func TestReadOnlyCommandsLeaveUntrustedRecord(t *testing.T) {
 			}
 			common := []string{"-f", fleet, "--state-dir", state}
 
-			r := procfleet(t, append([]string{"status", "-o", "json"}, common...)...)
-			var st reconciler.Status
-			if r.code != 0 || json.Unmarshal([]byte(r.stdout), &st) != nil {
-				t.Fatalf("status -o json: exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
-			}
-			s, ok := st.Get("api")
+			s, ok := apiStatus(t, common)
 			if !ok || s.Phase != reconciler.PhaseQuarantined || s.Reason != string(actuate.UntrustedRecord) || s.Ready {
 				t.Errorf("status of api: %+v; want Quarantined / UntrustedRecord, not ready", s)
 			}
 			explains("status -o json message", s.Message)
 			unchanged("status -o json")
 
-			r = procfleet(t, append([]string{"status"}, common...)...)
+			r := procfleet(t, append([]string{"status"}, common...)...)
 			if r.code != 0 || !strings.Contains(r.stdout, "Quarantined") || !strings.Contains(r.stdout, "UntrustedRecord") {
 				t.Errorf("status: exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
 			}
@@ -233,18 +240,13 @@ func TestReadOnlyCommandsReportNewerRecord(t *testing.T) {
 	before := stateSnapshot(t, state)
 	common := []string{"-f", fleet, "--state-dir", state}
 
-	r := procfleet(t, append([]string{"status", "-o", "json"}, common...)...)
-	var st reconciler.Status
-	if r.code != 0 || json.Unmarshal([]byte(r.stdout), &st) != nil {
-		t.Fatalf("status -o json: exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
-	}
-	s, ok := st.Get("api")
+	s, ok := apiStatus(t, common)
 	if !ok || s.Phase != reconciler.PhaseQuarantined || s.Reason != string(actuate.UnverifiedOwner) || s.Ready ||
 		!strings.Contains(s.Message, "written by a newer procfleet (record version 9") {
 		t.Errorf("status of api: %+v; want Quarantined / UnverifiedOwner naming the newer record", s)
 	}
 
-	r = procfleet(t, append([]string{"describe", "api"}, common...)...)
+	r := procfleet(t, append([]string{"describe", "api"}, common...)...)
 	if r.code != 0 || !strings.Contains(r.stdout, "Quarantined (UnverifiedOwner)") || !strings.Contains(r.stdout, "unreadable: record of server api") {
 		t.Errorf("describe api: exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
 	}
