@@ -34,7 +34,10 @@ exits as restartPolicy says (the first restart at once, then with backoff up
 to 5 minutes), replaces a server whose command, args, env, workingDir or port
 changed, stops a server removed from the files, and re-reads the files when
 they are saved. A file that does not load keeps the last good fleet running
-and shows its errors.
+and shows its errors. It rotates the servers' logs at 10 MiB (keeping 3)
+as it starts and at every resync (30 s); nothing rotates while no up runs.
+While it runs, apply, down, status and describe go through its socket
+(procfleet.sock in the state folder).
 
 On SIGINT or SIGTERM up exits 0 and leaves the servers running; the next up
 adopts them, and 'procfleet down' stops them. With --down-on-exit it stops
