@@ -120,6 +120,7 @@ type follower struct {
 	fp      []byte      // the bytes of f just before off (at most fingerprintLen)
 	rot     os.FileInfo // <path>.1 as last seen (nil: none)
 	pending *pendingCatchUp
+	buf     []byte // drain's read buffer, kept across steps
 }
 
 // pendingCatchUp is a rotation seen, waiting for <path>.1 to hold what was
@@ -221,7 +222,10 @@ func (fl *follower) uncut() bool {
 
 // drain prints f from off to its end.
 func (fl *follower) drain() error {
-	buf := make([]byte, readChunk)
+	if fl.buf == nil {
+		fl.buf = make([]byte, readChunk)
+	}
+	buf := fl.buf
 	for {
 		n, err := fl.f.ReadAt(buf, fl.off)
 		if n > 0 {
