@@ -125,6 +125,18 @@ func BenchmarkGroupMembers1000Procs(b *testing.B) {
 	}
 }
 
+// Every group's members from one scan, with 1,000 more processes running:
+// what stopping many servers at once shares.
+func BenchmarkProcessGroups1000Procs(b *testing.B) {
+	startSleeps(b, 1000)
+	b.ResetTimer()
+	for b.Loop() {
+		if _, err := ProcessGroups(); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
 func BenchmarkParseStat(b *testing.B) {
 	data := []byte("22230 (x) R 1 (y z) S 22229 22230 22229 0 -1 4194304 98 0 0 0 0 0 0 0 20 0 1 0 87516 2273280 256 18446744073709551615 1 1 0 0 0 0 0 0 0 0 0 0 17 1 0 0 0 0 0 0 0 0 0 0 0 0 0\n")
 	for b.Loop() {
