@@ -214,7 +214,7 @@ func copyTruncate(f, out *os.File) error {
 	// The remainder: read up to end of file, then truncate with nothing in
 	// between. Bytes written after this read returns end of file and before
 	// the truncate are the only ones lost.
-	rest, err := readFrom(f, copied)
+	rest, err := io.ReadAll(io.NewSectionReader(f, copied, maxRemainder))
 	if err != nil {
 		return fmt.Errorf("copy: %w", err)
 	}
@@ -225,24 +225,6 @@ func copyTruncate(f, out *os.File) error {
 		return fmt.Errorf("copy: %w", err)
 	}
 	return nil
-}
-
-// readFrom reads f from off to its end, or maxRemainder bytes.
-func readFrom(f *os.File, off int64) ([]byte, error) {
-	var buf []byte
-	chunk := make([]byte, 32<<10)
-	for len(buf) < maxRemainder {
-		n, err := f.ReadAt(chunk, off)
-		buf = append(buf, chunk[:n]...)
-		off += int64(n)
-		if errors.Is(err, io.EOF) || (err == nil && n == 0) {
-			return buf, nil
-		}
-		if err != nil {
-			return nil, err
-		}
-	}
-	return buf, nil
 }
 
 // Files returns the log at path and its rotated copies that exist, oldest
