@@ -9,4 +9,9 @@
 //     then start Command(...) with Env() added to the environment;
 //   - as a real binary: Build(t) compiles ./internal/testserver/cmd/testserver
 //     once per test binary and returns its path.
+//
+// Ports: FreePort(t) picks a loopback port that was free a moment ago;
+// two calls may return the same one, so a test that needs several takes
+// FreePorts(t, n), n distinct ports. PortFree(port) says whether nothing
+// holds a port on loopback now.
 package testserver
