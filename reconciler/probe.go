@@ -95,14 +95,8 @@ func (r *Reconciler) runProbe(ctx context.Context, s *server, t *tracked, p *spe
 	if okThreshold <= 0 {
 		okThreshold = 1
 	}
-	if d := p.InitialDelay(); d > 0 && liveness {
-		timer := r.clock.NewTimer(d)
-		select {
-		case <-ctx.Done():
-			timer.Stop()
-			return
-		case <-timer.C():
-		}
+	if d := p.InitialDelay(); d > 0 && liveness && !r.sleep(ctx, d) {
+		return
 	}
 	tick := r.clock.NewTicker(p.Period())
 	defer tick.Stop()

@@ -381,13 +381,9 @@ func (r *Reconciler) statusWriter(ctx context.Context) {
 			write()
 		}
 		// Let the changes of the next interval gather into one write.
-		t := r.clock.NewTimer(statusWriteInterval)
-		select {
-		case <-ctx.Done():
-			t.Stop()
+		if !r.sleep(ctx, statusWriteInterval) {
 			write()
 			return
-		case <-t.C():
 		}
 	}
 }

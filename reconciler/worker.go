@@ -359,20 +359,28 @@ func (r *Reconciler) learnExit(ctx context.Context, s *server, h *observe.Handle
 			return
 		}
 		if waited >= exitLearnBound || ctx.Err() != nil {
-			r.log.V(1).Info("Exit status not learned", "server", s.name, "pid", pid, "waited", waited)
-			return
+			break
 		}
 		d := min(wait, exitLearnBound-waited)
-		timer := r.clock.NewTimer(d)
-		select {
-		case <-ctx.Done():
-			timer.Stop()
-			r.log.V(1).Info("Exit status not learned", "server", s.name, "pid", pid, "waited", waited)
-			return
-		case <-timer.C():
+		if !r.sleep(ctx, d) {
+			break
 		}
 		waited += d
 		wait = min(2*wait, time.Second)
+	}
+	r.log.V(1).Info("Exit status not learned", "server", s.name, "pid", pid, "waited", waited)
+}
+
+// sleep waits d on the reconciler's clock; it returns false if ctx ends
+// first.
+func (r *Reconciler) sleep(ctx context.Context, d time.Duration) bool {
+	timer := r.clock.NewTimer(d)
+	defer timer.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-timer.C():
+		return true
 	}
 }
 
@@ -543,12 +551,8 @@ func (r *Reconciler) adopt(ctx context.Context, s *server, d Desired, rec actuat
 				r.enqueueDependents(s.name)
 				return
 			}
-			timer := r.clock.NewTimer(wait)
-			select {
-			case <-ctx.Done():
-				timer.Stop()
+			if !r.sleep(ctx, wait) {
 				return
-			case <-timer.C():
 			}
 			wait = min(2*wait, 5*time.Second)
 		}
