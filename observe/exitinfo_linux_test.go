@@ -2,15 +2,11 @@ package observe
 
 import (
 	"errors"
-	"os"
-	"os/exec"
 	"syscall"
 	"testing"
 	"time"
 
 	"golang.org/x/sys/unix"
-
-	"github.com/procfleet/procfleet/internal/testserver"
 )
 
 func TestDecodeWaitStatus(t *testing.T) {
@@ -58,10 +54,7 @@ func TestExitStatusOfChild(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			argv := testserver.Command(tt.args...)
-			cmd := exec.Command(argv[0], argv[1:]...)
-			cmd.Env = append(os.Environ(), testserver.Env())
-			startCmd(t, cmd)
+			cmd := startTestServer(t, tt.args...)
 			// Pinning a zombie works: the test has not reaped it.
 			h, err := Pin(cmd.Process.Pid)
 			if err != nil {
@@ -137,10 +130,7 @@ func TestExitStatusOfNonChild(t *testing.T) {
 // TestExitStatusUnavailable: an unpinned handle, or a closed one, cannot
 // tell, even once the process is reaped.
 func TestExitStatusUnavailable(t *testing.T) {
-	argv := testserver.Command("-exit-after", "1ms", "-exit-code", "7")
-	cmd := exec.Command(argv[0], argv[1:]...)
-	cmd.Env = append(os.Environ(), testserver.Env())
-	startCmd(t, cmd)
+	cmd := startTestServer(t, "-exit-after", "1ms", "-exit-code", "7")
 	unpinned, err := pinNone(cmd.Process.Pid)
 	if err != nil {
 		t.Fatal(err)

@@ -15,6 +15,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/procfleet/procfleet/internal/testserver"
 )
 
 // startSleep starts `sleep 1000` as a child of the test; it is killed and
@@ -34,6 +36,17 @@ func startCmd(t testing.TB, cmd *exec.Cmd) *exec.Cmd {
 		_ = cmd.Wait()
 	})
 	return cmd
+}
+
+// startTestServer starts the test server (this test binary in its helper
+// role) with args as a child of the test; it is killed and reaped in
+// Cleanup.
+func startTestServer(t testing.TB, args ...string) *exec.Cmd {
+	t.Helper()
+	argv := testserver.Command(args...)
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Env = append(os.Environ(), testserver.Env())
+	return startCmd(t, cmd)
 }
 
 // startNonChild starts `sleep 1000` as a child of a shell (so not a child

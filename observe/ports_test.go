@@ -7,7 +7,6 @@ import (
 	"net"
 	"net/netip"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime"
 	"slices"
@@ -71,10 +70,7 @@ func TestListenersOwnListener(t *testing.T) {
 func TestListenersChild(t *testing.T) {
 	port := testserver.FreePort(t)
 	ready := filepath.Join(t.TempDir(), "ready")
-	argv := testserver.Command("-port", strconv.Itoa(port), "-ready-file", ready)
-	cmd := exec.Command(argv[0], argv[1:]...)
-	cmd.Env = append(os.Environ(), testserver.Env())
-	startCmd(t, cmd)
+	cmd := startTestServer(t, "-port", strconv.Itoa(port), "-ready-file", ready)
 	h := mustPin(t, cmd.Process.Pid)
 	// Wait for the handshake file or the server's exit, bounded.
 	deadline := time.Now().Add(20 * time.Second)
@@ -96,7 +92,7 @@ func TestListenersChild(t *testing.T) {
 	if len(ls) != 1 || !slices.Equal(ls[0].PIDs, []int{cmd.Process.Pid}) || !ls[0].OwnerVisible {
 		t.Fatalf("Listeners(%d) = %+v, want the test server %d", port, ls, cmd.Process.Pid)
 	}
-	if !slices.Equal(ls[0].Cmdline, argv) {
+	if argv := cmd.Args; !slices.Equal(ls[0].Cmdline, argv) {
 		t.Errorf("Cmdline = %q, want %q", ls[0].Cmdline, argv)
 	}
 }
