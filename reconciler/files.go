@@ -609,8 +609,8 @@ func canonDir(dir string) string {
 // window is what the events that counted since the last settled read (see
 // reload) could have left behind.
 type window struct {
-	events int  // events that counted
-	unsafe bool // one may have left a file half-written or a folder file missing, or events were lost
+	counted bool // an event counted
+	unsafe  bool // one may have left a file half-written or a folder file missing, or events were lost
 }
 
 // unknown marks the window as one whose events are not known (an overflow,
@@ -618,7 +618,7 @@ type window struct {
 func (w *window) unknown() { w.unsafe = true }
 
 func (w *window) merge(o window) {
-	w.events += o.events
+	w.counted = w.counted || o.counted
 	w.unsafe = w.unsafe || o.unsafe
 }
 
@@ -639,7 +639,7 @@ func (w *window) merge(o window) {
 // file in a fleet folder (vim's backup rename leaves the folder without it
 // for a moment, which reads as its servers removed), any event on a fleet
 // folder itself, and lost events.
-func (w window) fastEligible() bool { return w.events > 0 && !w.unsafe }
+func (w window) fastEligible() bool { return w.counted && !w.unsafe }
 
 // note classifies one file event, logs it, and records it in w.win when it
 // counts; it says whether it counts.
@@ -663,7 +663,7 @@ func (w *FleetWatcher) note(ev fsnotify.Event, msg string) bool {
 		return false
 	}
 	w.log.V(1).Info(msg, "file", ev.Name, "op", ev.Op.String())
-	w.win.events++
+	w.win.counted = true
 	if ev.Has(fsnotify.Write) || w.rel.isFolder(ev.Name) ||
 		(member && (ev.Has(fsnotify.Remove) || ev.Has(fsnotify.Rename))) {
 		w.win.unsafe = true
