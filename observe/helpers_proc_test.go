@@ -51,7 +51,7 @@ func startTestServer(t testing.TB, args ...string) *exec.Cmd {
 
 // startNonChild starts `sleep 1000` as a child of a shell (so not a child
 // of the test) and returns its pid. The shell reaps it; both are killed in
-// Cleanup.
+// Cleanup (the sleep through a pidfd).
 func startNonChild(t testing.TB) int {
 	t.Helper()
 	pid, _ := startNonChildShell(t)
@@ -76,7 +76,18 @@ func startNonChildShell(t testing.TB) (int, *exec.Cmd) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGKILL) })
+	// Killed through a pidfd, not by number: a test may let the shell reap
+	// the sleep (and wait for that), after which its pid can be reused.
+	// Until the sleep exits the shell cannot reap it, so the pid is still it.
+	h, err := Pin(pid)
+	if err != nil {
+		_ = syscall.Kill(pid, syscall.SIGKILL)
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = h.Signal(syscall.SIGKILL)
+		_ = h.Close()
+	})
 	return pid, cmd
 }
 
