@@ -102,16 +102,9 @@ func TestExitStatusOfChild(t *testing.T) {
 // its `wait` returned, is the event that says the reap is done.
 func TestExitStatusOfNonChild(t *testing.T) {
 	pid, cmd := startNonChildShell(t)
-	h, err := Pin(pid)
-	if err != nil {
-		// Not reaped yet (the shell waits for it), so the pid is still it.
-		_ = syscall.Kill(pid, syscall.SIGKILL)
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = h.Signal(syscall.SIGKILL)
-		_ = h.Close()
-	})
+	// startNonChildShell kills the sleep in Cleanup; this handle is the
+	// test's own, kept open until the reap as ExitStatus needs.
+	h := mustPin(t, pid)
 	if err := h.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
