@@ -74,45 +74,43 @@
 // WaitReady checks readiness while watching the exit: a declared check every
 // ReadyPeriod; by default the port accepting TCP, checked every 2 ms for
 // the first second, then every ReadyPeriod (default 100 ms); with no port,
-// running is ready. An exit first gives *StartError "exited with code N" or "killed by
-// signal 9 (SIGKILL)" (with an out-of-memory hint) and the last 20 lines the
-// run wrote to its log; a startup timeout runs the full stop sequence, then
-// gives "not ready after Ns". Either way the process, whatever it left in
-// its group, its record and every descriptor procfleet opened for it are
-// gone when the error is returned.
+// running is ready. An exit first gives *StartError "exited with code N" or
+// "killed by signal 9 (SIGKILL)" (with an out-of-memory hint) and the last
+// 20 lines the run wrote to its log; a startup timeout runs the full stop
+// sequence, then gives "not ready after Ns". Either way the process,
+// whatever it left in its group, its record and every descriptor procfleet
+// opened for it are gone when the error is returned.
 //
 // # Stopping
 //
 // Stop verifies (above), then collects the server's descendants before any
-// signal (through the kernel's per-thread children lists on Linux, whose
-// cost grows with the tree rather than with the machine; a /proc scan
-// elsewhere), each pinned and kept only if its identity read through the pin
-// shows it in the group or below a process of the tree, and not older than
-// the server. SIGTERM goes to the group while the pinned leader lives
-// (through the leader's pidfd with PIDFD_SIGNAL_PROCESS_GROUP on Linux >=
-// 6.9, else killpg right after checking the pinned leader has not exited: a
-// group id is not reused while its leader lives) and, one by one through
-// their pins, to the pinned processes outside the group. Once the leader has
-// exited, only pinned processes are signalled, never a bare group id: if
-// kill(-pgid, 0) shows the group is not empty, its members are listed from
-// /proc, pinned, checked and handled like the rest (this is how a member
-// whose parent died, and which is therefore outside the tree, is caught).
-// Stops running at the same time share that scan of the process table: one
-// that starts after a stop asks serves it, so each sees the processes as
-// they are after its leader exited, and 100 servers stopping at once cost a
-// few scans, not 100 (an exited leader stays in its group until its parent
-// reaps it, which for an orphan is init, so the group is rarely empty yet). It
-// waits on the pins up to Grace (it wakes on the exit, it does not sleep),
-// re-reads the identities, sends SIGKILL likewise, waits up to KillTimeout,
-// and returns
-// *QuarantineError Unkillable ("failed to terminate even after SIGKILL", with
-// the process state) if anything still lives. A process that has already
-// exited is never signalled. Every signal sent is an event naming the
-// evidence that allowed it and the path used. Finally it removes the record
-// and waits up to 5 s until nothing accepts TCP on the port (no loopback
-// connect succeeds and the kernel's socket tables list no listener on it);
-// otherwise it fails naming who holds the port and whether that listener
-// answers the readiness probe.
+// signal (through the kernel's per-thread children lists on Linux, whose cost
+// grows with the tree rather than with the machine; a /proc scan elsewhere),
+// each pinned and kept only if its identity read through the pin shows it in
+// the group or below a process of the tree, and not older than the server.
+// SIGTERM goes to the group while the pinned leader lives (through the leader's
+// pidfd with PIDFD_SIGNAL_PROCESS_GROUP on Linux >= 6.9, else killpg right
+// after checking the pinned leader has not exited: a group id is not reused
+// while its leader lives) and, one by one through their pins, to the pinned
+// processes outside the group. Once the leader has exited, only pinned
+// processes are signalled, never a bare group id: if kill(-pgid, 0) shows the
+// group is not empty, its members are listed from /proc, pinned, checked and
+// handled like the rest (this is how a member whose parent died, and which is
+// therefore outside the tree, is caught). Stops running at the same time share
+// that scan of the process table: one that starts after a stop asks serves it,
+// so each sees the processes as they are after its leader exited, and 100
+// servers stopping at once cost a few scans, not 100 (an exited leader stays in
+// its group until its parent reaps it, which for an orphan is init, so the
+// group is rarely empty yet). It waits on the pins up to Grace (it wakes on the
+// exit, it does not sleep), re-reads the identities, sends SIGKILL likewise,
+// waits up to KillTimeout, and returns *QuarantineError Unkillable ("failed to
+// terminate even after SIGKILL", with the process state) if anything still
+// lives. A process that has already exited is never signalled. Every signal
+// sent is an event naming the evidence that allowed it and the path used.
+// Finally it removes the record and waits up to 5 s until nothing accepts TCP
+// on the port (no loopback connect succeeds and the kernel's socket tables list
+// no listener on it); otherwise it fails naming who holds the port and whether
+// that listener answers the readiness probe.
 //
 // # Grandchildren that leave the group
 //

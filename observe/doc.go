@@ -38,10 +38,10 @@
 //     machine), or /proc/net/tcp and tcp6 where sock_diag is unavailable
 //     (dual-stack listeners appear only as IPv6 [::]); owners by reading the
 //     /proc/*/fd socket links, only when a listener exists (one readlink per
-//     descriptor on the machine: the cost of Listeners grows with it). When fd folders cannot be read (another user's
-//     processes, no privilege) and the holder was not found, OwnerVisible is
-//     false: the owner is unknown, not absent. Only this network namespace
-//     is visible.
+//     descriptor on the machine: the cost of Listeners grows with it). When
+//     fd folders cannot be read (another user's processes, no privilege) and
+//     the holder was not found, OwnerVisible is false: the owner is unknown,
+//     not absent. Only this network namespace is visible.
 //   - Ports (macOS): without cgo there is no listener table, so Listeners
 //     runs `lsof -nP -l -iTCP:PORT -sTCP:LISTEN -a -F pcun` and parses its
 //     field output; PortAccepting (a TCP connect) stays the ground truth, and

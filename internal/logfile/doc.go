@@ -47,9 +47,10 @@
 // bytes before that place against the ones it last read. So nothing the
 // rotation kept is skipped or printed twice, unless the copy was replaced
 // again before Follow looked (two rotations within one of its wake-ups, or
-// the copy not in place within 2 s): then it starts the live file over. It wakes on fsnotify events
-// for the log's folder and, as a bound for anything fsnotify misses
-// (overflow, network file systems), polls at a fixed interval.
+// the copy not in place within 2 s): then it starts the live file over. It
+// wakes on fsnotify events for the log's folder and, as a bound for anything
+// fsnotify misses (overflow, network file systems), polls at a fixed
+// interval.
 //
 // There is no "since": the log holds the server's raw output, with no
 // timestamps of procfleet's, and a file's modification time says only when
