@@ -325,10 +325,10 @@ func TestParseFlags(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if strings.Join(o.peers, ",") != "pm2,procfleet" || strings.Join(o.scenarios, ",") != "crash" || o.n != 5 {
+	if strings.Join(o.peers, ",") != "pm2,procfleet" || strings.Join(o.scenarios, ",") != "crash" || o.n != 5 || o.src != "head" {
 		t.Errorf("parseFlags = %+v", o)
 	}
-	for _, bad := range [][]string{{"-peers", "systemd"}, {"-scenarios", "warp"}, {"-n", "1"}} {
+	for _, bad := range [][]string{{"-peers", "systemd"}, {"-scenarios", "warp"}, {"-n", "1"}, {"-src", "tip"}} {
 		if _, err := parseFlags(bad, &bytes.Buffer{}); err == nil {
 			t.Errorf("parseFlags(%q) succeeded, want an error", bad)
 		}
@@ -409,5 +409,40 @@ func TestParseStatusRestarts(t *testing.T) {
 	}
 	if _, err := parseStatusRestarts([]byte("NAME PHASE\n")); err == nil {
 		t.Error("parseStatusRestarts accepted a table")
+	}
+}
+
+// TestProcfleetSource: -src head builds from a copy of the commit HEAD names
+// (exported with git archive), and its version says which; -src worktree
+// uses the work tree itself.
+func TestProcfleetSource(t *testing.T) {
+	ctx := context.Background()
+	root, err := moduleRoot(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("no git")
+	}
+	r := &runner{root: root, tmp: t.TempDir()}
+	v, err := r.procfleetSource(ctx, options{src: "head"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rev, _, _ := strings.Cut(v, " ")
+	if !strings.HasSuffix(v, " (committed HEAD)") || rev == "" || r.src != filepath.Join(r.tmp, "src") {
+		t.Fatalf("procfleetSource(head) = %q, src %q; want a revision and the export folder", v, r.src)
+	}
+	// The export is that commit's tree: it has the command to build.
+	want, err := exec.CommandContext(ctx, "git", "-C", root, "show", rev+":cmd/procfleet/main.go").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := os.ReadFile(filepath.Join(r.src, "cmd", "procfleet", "main.go"))
+	if err != nil || !bytes.Equal(got, want) {
+		t.Errorf("exported cmd/procfleet/main.go differs from %s's (%v)", rev, err)
+	}
+	if _, err := r.procfleetSource(ctx, options{src: "worktree"}); err != nil || r.src != root {
+		t.Errorf("procfleetSource(worktree): src %q, %v; want the module root %q", r.src, err, root)
 	}
 }

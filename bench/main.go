@@ -351,17 +351,18 @@ func (r *runner) procfleetSource(ctx context.Context, o options) (string, error)
 	if o.src == "worktree" || o.procfleetBin != "" {
 		return gitRev(ctx, r.root), nil
 	}
-	out, err := runCmdIn(ctx, r.root, 30*time.Second, "git", "rev-parse", "--short", "HEAD")
+	rev, err := headRev(ctx, r.root)
 	if err != nil {
 		return "", fmt.Errorf("find HEAD: %w", err)
 	}
-	rev := strings.TrimSpace(string(out))
 	dst := filepath.Join(r.tmp, "src")
 	if err := os.MkdirAll(dst, 0o755); err != nil {
 		return "", fmt.Errorf("export HEAD: %w", err)
 	}
 	archive := filepath.Join(r.tmp, "src.tar")
-	if _, err := runCmdIn(ctx, r.root, 2*time.Minute, "git", "archive", "--format=tar", "-o", archive, "HEAD"); err != nil {
+	// rev, not HEAD: others commit to the shared tree meanwhile, and the
+	// version reported must be the one exported.
+	if _, err := runCmdIn(ctx, r.root, 2*time.Minute, "git", "archive", "--format=tar", "-o", archive, rev); err != nil {
 		return "", fmt.Errorf("export HEAD: %w", err)
 	}
 	if _, err := runCmdIn(ctx, dst, 2*time.Minute, "tar", "-xf", archive); err != nil {
@@ -371,12 +372,17 @@ func (r *runner) procfleetSource(ctx context.Context, o options) (string, error)
 	return rev + " (committed HEAD)", nil
 }
 
-func gitRev(ctx context.Context, root string) string {
+// headRev is the short hash of the commit HEAD names now.
+func headRev(ctx context.Context, root string) (string, error) {
 	out, err := runCmdIn(ctx, root, 30*time.Second, "git", "rev-parse", "--short", "HEAD")
+	return strings.TrimSpace(string(out)), err
+}
+
+func gitRev(ctx context.Context, root string) string {
+	rev, err := headRev(ctx, root)
 	if err != nil {
 		return "unknown"
 	}
-	rev := strings.TrimSpace(string(out))
 	if st, err := runCmdIn(ctx, root, 30*time.Second, "git", "status", "--porcelain", "--untracked-files=no"); err == nil && len(strings.TrimSpace(string(st))) > 0 {
 		rev += " (work tree with uncommitted changes)"
 	}
