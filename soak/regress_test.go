@@ -34,6 +34,18 @@ func smallFleet(t *testing.T, n int) (*harness, context.Context) {
 	return h, ctx
 }
 
+// runningRecord returns a server of h, the pid it runs as, and the path of
+// its record.
+func runningRecord(t *testing.T, h *harness, name string) (*server, int, string) {
+	t.Helper()
+	s := h.servers[name]
+	pid, ok := h.lastStart(s)
+	if !ok {
+		t.Fatalf("%s not running", name)
+	}
+	return s, pid, h.recordPath(name)
+}
+
 func (h *harness) starts(name string) int {
 	b, _ := os.ReadFile(filepath.Join(h.run, name+".stamp"))
 	return strings.Count(string(b), "\n")
@@ -75,12 +87,7 @@ func TestRegressInPlaceSaveChangesNothing(t *testing.T) {
 // procfleet's any more.
 func TestRegressCorruptRecordWhileTracked(t *testing.T) {
 	h, ctx := smallFleet(t, 2)
-	s := h.servers["s00"]
-	pid, ok := h.lastStart(s)
-	if !ok {
-		t.Fatal("s00 not running")
-	}
-	path := h.recordPath("s00")
+	_, pid, path := runningRecord(t, h, "s00")
 	b, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
@@ -127,12 +134,7 @@ func TestRegressCorruptRecordWhileTracked(t *testing.T) {
 // signalled") after its process died, until up itself was restarted.
 func TestRegressUntrustedQuarantineLiftedWhenProcessGone(t *testing.T) {
 	h, ctx := smallFleet(t, 2)
-	s := h.servers["s00"]
-	pid, ok := h.lastStart(s)
-	if !ok {
-		t.Fatal("s00 not running")
-	}
-	path := h.recordPath("s00")
+	s, pid, path := runningRecord(t, h, "s00")
 	if err := os.WriteFile(path, []byte("{not json"), 0o600); err != nil {
 		t.Fatal(err)
 	}
