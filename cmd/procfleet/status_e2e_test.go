@@ -216,7 +216,10 @@ func TestDiffExitCodes(t *testing.T) {
 		t.Fatal(err)
 	}
 	deadline := time.Now().Add(30 * time.Second)
-	for syscall.Kill(one, 0) == nil && time.Now().Before(deadline) {
+	for syscall.Kill(one, 0) == nil {
+		if time.Now().After(deadline) {
+			t.Fatalf("pid %d still exists 30s after SIGKILL", one)
+		}
 		time.Sleep(10 * time.Millisecond) // the zombie is reaped by init, not by us
 	}
 	code, out, errOut = f.run("diff", "-f", f.file)
