@@ -221,20 +221,7 @@ func (f *testFleet) runFaults(t *testing.T, onEvent func(Event)) *faultRun {
 // reconciler (phase, readiness, pass), event and log line; bounded.
 func (fr *faultRun) waitUntil(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.NewTimer(30 * time.Second)
-	defer deadline.Stop()
-	for {
-		ch := fr.r.changes()
-		if cond() {
-			return
-		}
-		select {
-		case <-ch:
-		case <-fr.wake:
-		case <-deadline.C:
-			t.Fatalf("timed out waiting for %s; status:\n%s", what, dumpStatus(fr.r.Status()))
-		}
-	}
+	waitChange(t, fr.r, fr.wake, what, cond)
 }
 
 // resync makes the reconciler look at every server again (Reload without
