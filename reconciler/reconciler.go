@@ -485,8 +485,7 @@ func (r *Reconciler) quarantineUntrusted(ue *actuate.UntrustedRecordError) {
 		_ = r.writeTrackedRecord(s, t, msg)
 		return
 	}
-	s.quarantine = &actuate.QuarantineError{Name: ue.Name, Reason: actuate.UntrustedRecord, Message: ue.Error()}
-	s.untrusted = ue
+	s.setUntrusted(ue)
 	was := s.phase
 	r.setPhaseLocked(s, PhaseQuarantined, string(actuate.UntrustedRecord))
 	s.message = ue.Error()
@@ -494,6 +493,13 @@ func (r *Reconciler) quarantineUntrusted(ue *actuate.UntrustedRecordError) {
 	if was != PhaseQuarantined {
 		r.event(ue.Name, EventWarning, ReasonQuarantined, ue.Error(), false)
 	}
+}
+
+// setUntrusted puts s in an UntrustedRecord quarantine for the record ue
+// moved aside; recordGone lifts it. The caller holds r.mu.
+func (s *server) setUntrusted(ue *actuate.UntrustedRecordError) {
+	s.quarantine = &actuate.QuarantineError{Name: s.name, Reason: actuate.UntrustedRecord, Message: ue.Error()}
+	s.untrusted = ue
 }
 
 // writeTrackedRecord writes the record of a tracked process again. On

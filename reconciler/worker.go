@@ -195,8 +195,7 @@ func (r *Reconciler) observeRecord(s *server, d Desired, ob *observation) error 
 			return nil
 		case errors.As(err, &ue):
 			r.mu.Lock()
-			s.quarantine = &actuate.QuarantineError{Name: s.name, Reason: actuate.UntrustedRecord, Message: ue.Error()}
-			s.untrusted = ue
+			s.setUntrusted(ue)
 			r.mu.Unlock()
 			ob.obs = Observed{Ownership: OwnQuarantined, Reason: string(actuate.UntrustedRecord), Message: ue.Error()}
 			return nil
