@@ -1,13 +1,10 @@
 package actuate
 
 import (
-	"errors"
 	"sync"
-)
 
-// errNoGroupScan: this system has no whole-table scan (scanGroups); the
-// caller lists its group by itself.
-var errNoGroupScan = errors.New("no process-group scan on this system")
+	"github.com/procfleet/procfleet/observe"
+)
 
 // groupScanner coalesces the process-table scans that stops need once a
 // server's leader has exited (addStragglers): when many servers stop at
@@ -66,4 +63,4 @@ func (g *groupScanner) members(pgid int) ([]int, error) {
 
 // groups is the scanner every Actuator of this process shares: the process
 // table is the machine's.
-var groups = &groupScanner{scan: scanGroups}
+var groups = &groupScanner{scan: observe.ProcessGroups}

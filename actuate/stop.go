@@ -315,9 +315,6 @@ func (a *Actuator) addStragglers(ctx context.Context, rec Record, ms []*member) 
 	// One scan of the process table serves every stop waiting for one
 	// (a fleet stopping at once), each from after its leader exited.
 	pids, err := groups.members(rec.PGID)
-	if errors.Is(err, errNoGroupScan) {
-		pids, err = observe.GroupMembers(rec.PGID)
-	}
 	if err != nil {
 		a.Log.Error(err, "cannot list process group", "server", rec.Name, "pgid", rec.PGID)
 		return ms
