@@ -27,10 +27,7 @@ const benchServers = 1000
 // folder.
 func benchFleet(b *testing.B, n int) (*Reconciler, *actuate.StateDir, []string) {
 	b.Helper()
-	sd, err := actuate.OpenStateDir(filepath.Join(b.TempDir(), ".procfleet"))
-	if err != nil {
-		b.Fatal(err)
-	}
+	sd := benchStateDir(b)
 	r, err := New(Config{StateDir: sd, Log: logr.Discard()})
 	if err != nil {
 		b.Fatal(err)
@@ -157,10 +154,7 @@ func BenchmarkColdStart100(b *testing.B) {
 		// Fresh ports each time: on a busy machine a port used a moment
 		// ago may be taken by someone's outgoing connection.
 		file, _, _ := coldStartFleet(b, 100)
-		sd, err := actuate.OpenStateDir(filepath.Join(b.TempDir(), ".procfleet"))
-		if err != nil {
-			b.Fatal(err)
-		}
+		sd := benchStateDir(b)
 		r, err := New(Config{Files: []string{file}, StateDir: sd, Log: logr.Discard(), OneShot: true})
 		if err != nil {
 			b.Fatal(err)
@@ -225,10 +219,7 @@ func BenchmarkColdStart100Direct(b *testing.B) {
 // each kill so that every iteration is a "first restart".
 func BenchmarkCrashRestart(b *testing.B) {
 	file, _, _ := coldStartFleet(b, 1)
-	sd, err := actuate.OpenStateDir(filepath.Join(b.TempDir(), ".procfleet"))
-	if err != nil {
-		b.Fatal(err)
-	}
+	sd := benchStateDir(b)
 	readyc := make(chan int, 16)
 	bo := &Backoff{}
 	r, err := New(Config{Files: []string{file}, StateDir: sd, Log: logr.Discard(), ResyncPeriod: -1, Backoff: bo,
@@ -299,10 +290,7 @@ func runBenchApplyIfHelper() {
 func startFleet100(b *testing.B) (string, *actuate.StateDir) {
 	b.Helper()
 	file, _, _ := coldStartFleet(b, 100)
-	sd, err := actuate.OpenStateDir(filepath.Join(b.TempDir(), ".procfleet"))
-	if err != nil {
-		b.Fatal(err)
-	}
+	sd := benchStateDir(b)
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), benchApplyEnv+"="+file+"\n"+sd.Path)
 	out, err := cmd.CombinedOutput()
@@ -342,10 +330,7 @@ func BenchmarkStop100Up(b *testing.B) {
 	for b.Loop() {
 		b.StopTimer()
 		file, _, _ := coldStartFleet(b, 100)
-		sd, err := actuate.OpenStateDir(filepath.Join(b.TempDir(), ".procfleet"))
-		if err != nil {
-			b.Fatal(err)
-		}
+		sd := benchStateDir(b)
 		r, err := New(Config{Files: []string{file}, StateDir: sd, Log: logr.Discard(), ResyncPeriod: -1})
 		if err != nil {
 			b.Fatal(err)
@@ -441,4 +426,14 @@ func (m *cpuMeter) start() { m.at = cpuNow() }
 func (m *cpuMeter) stop()  { m.total += cpuNow() - m.at }
 func (m *cpuMeter) report(b *testing.B) {
 	b.ReportMetric(float64(m.total.Milliseconds())/float64(b.N), "cpu-ms/op")
+}
+
+// benchStateDir opens a fresh state folder in b's temporary folder.
+func benchStateDir(b *testing.B) *actuate.StateDir {
+	b.Helper()
+	sd, err := actuate.OpenStateDir(filepath.Join(b.TempDir(), ".procfleet"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	return sd
 }
