@@ -391,7 +391,7 @@ func (d *describer) events(path string) {
 // rotated copy), oldest first, and how many lines did not parse. A missing
 // file means no events.
 func readEvents(path string, n int) ([]reconciler.Event, int, error) {
-	lines, err := logfile.TailFiles([]string{path + ".1", path}, n)
+	lines, err := logfile.TailFiles([]string{logfile.RotatedPath(path, 1), path}, n)
 	if err != nil {
 		return nil, 0, err
 	}

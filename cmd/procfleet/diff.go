@@ -21,11 +21,14 @@ func newDiffCmd(opts *globalOptions) *cobra.Command {
 		Long: `Diff compares the fleet files with what runs and prints what 'procfleet apply'
 would do to each server that is not as declared, with the reason:
 
-  + NAME  start: missing (never started, or its process is gone: crashed)
-  ~ NAME  replace: its spec changed (the fields that differ)
-  - NAME  stop: removed from the fleet files
-  ! NAME  quarantined: procfleet cannot prove the process is its own, and
-          will not touch it (how to stop it by hand is printed)
+  + NAME: start: missing: never started, or stopped (or: crashed, its record stale)
+  + NAME: start after its dependencies: ...
+  ~ NAME: replace: spec changed: the fields that differ (pid N is stopped, ...)
+  - NAME: stop: removed from the fleet files (pid N is stopped, ...)
+  ! NAME: quarantined: REASON: apply will not touch it and will fail until
+          it is resolved
+      followed by a hint line where there is one: who holds a port, how to
+      stop a process by hand, or what to do with an untrusted record
 
 It plans with the same function apply and up use (reconciler.Plan), from the
 same observation a fresh apply starts with: the records in the state folder,

@@ -27,7 +27,8 @@ func newLogsCmd(opts *globalOptions) *cobra.Command {
 		Short: "Print a server's output",
 		Long: `Logs prints what a server wrote to its stdout and stderr, kept in
 logs/NAME.log in the state folder together with its rotated copies
-(NAME.log.1 is the newest; procfleet rotates at 10 MiB and keeps 3).
+(NAME.log.1 is the newest; a running up rotates past 10 MiB, at its start
+and every 30 s, and keeps 3; nothing rotates while no up runs).
 
 Without --tail it prints all of it, oldest first. With -f it keeps printing
 what the server writes, across rotations, until interrupted.

@@ -69,11 +69,12 @@ it has run, and why it is in that phase.
 
 When 'procfleet up' runs and answers on its socket, status asks it. Otherwise
 status looks for itself: each record is checked against the process at its
-pid (start time, boot id, command line: the same proof up uses before a
-signal), each running server's readiness probe is run once, and what only the
+pid (start time, boot id, command line, pidfd inode: the same proof up uses
+before a signal), each running server's readiness probe is run once, and what only the
 reconciler can know (restarts, the last exit, a crash loop) comes from the
 status.json that up or apply last wrote. Status never starts, stops or
-signals anything.
+signals anything, and changes nothing in the state folder: an untrusted
+record is shown as Quarantined / UntrustedRecord and left where it is.
 
 Phases: Pending, Starting, Running, Stopping, Stopped, Failed,
 CrashLoopBackOff, Quarantined.
