@@ -49,9 +49,11 @@
 //     differs from the fleet in force is applied only when a second read
 //     confirms it: at once when every event put a whole file into place
 //     (rename or create, each file declaring servers), one debounce later
-//     after any write, so a file caught mid in-place save prunes nothing
-//     unless its writer stalls between truncate and write for longer than
-//     two debounces (inotify never says a writer has finished);
+//     after any write, and 16 debounces later when a file declares no
+//     server (an in-place save caught after its truncate), so a file caught
+//     mid in-place save prunes nothing unless its writer stalls between
+//     truncate and write for that long (inotify never says a writer has
+//     finished);
 //     an inotify overflow re-reads everything; a save that changes nothing
 //     changes nothing running; a file that does not load keeps the last good
 //     fleet in force and shows its errors (Status.Errors).

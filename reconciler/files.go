@@ -112,6 +112,9 @@ type FleetWatcher struct {
 	// many reads were dropped in a row because files were still changing.
 	pending []byte
 	retries int
+	// confirms counts the confirming reads of pending so far when it leaves
+	// a file declaring no server (emptyFileConfirms).
+	confirms int
 	// afterRead, when set (tests only), runs right after each read of the
 	// files, before the result is judged: it lets a test change a file at
 	// the instant an editor's in-place save would.
@@ -122,6 +125,17 @@ type FleetWatcher struct {
 // events arrived while reading; after that a read is applied only once a
 // second read finds it unchanged.
 const maxReloadRetries = 8
+
+// emptyFileConfirms is how many debounces in a row a read must stay the
+// same before it is applied when a file in it declares no server (16 x the
+// default 30 ms: about half a second). That is what an in-place save looks
+// like between its truncate and its write, and inotify never says the
+// writer has finished (IN_CLOSE_WRITE is not exported by fsnotify 1.10): a
+// writer stalled for longer than two debounces on a loaded machine was
+// read empty and its servers pruned (soak TestRegressInPlaceSaveChangesNothing,
+// about 1 run in 4 at load 6). A file emptied on purpose is applied half a
+// second later.
+const emptyFileConfirms = 16
 
 // NewFleetWatcher loads the fleet files and starts watching their folders.
 // A fleet that does not load is returned as the error (a spec.ErrorList):
@@ -339,7 +353,9 @@ func (w *FleetWatcher) eventsArrived() bool {
 // is seen afterwards and read again). The delayed confirmation has its
 // own limit: inotify never says a writer has finished (fsnotify 1.10
 // keeps IN_CLOSE_WRITE unexported), so a writer stalled between truncate
-// and write for longer than two debounces is read as it stands.
+// and write for longer than two debounces is read as it stands -- except
+// that a read in which a file declares no server (an emptied file) must
+// stay the same for emptyFileConfirms debounces first.
 //
 // A read is settled when it is applied or matches the fleet in force; the
 // events noted before an unsettled one stay in the window, so a write to
@@ -357,13 +373,13 @@ func (w *FleetWatcher) reload(fn func(FleetUpdate), explicit bool) (again bool) 
 		// The caller has finished saving: a second read now confirms.
 		if r2 := w.read(); !bytes.Equal(r.sig, r2.sig) {
 			w.log.Info("Fleet files changed while being read; reading again after the debounce")
-			w.pending = r2.sig
+			w.pending, w.confirms = r2.sig, 0
 			w.win.unknown()
 			return unsettled()
 		}
 	} else if arrived && w.retries < maxReloadRetries {
 		w.retries++
-		w.pending = nil
+		w.pending, w.confirms = nil, 0
 		w.log.V(1).Info("Fleet files changed while being read; reading again after the debounce", "retry", w.retries)
 		return unsettled()
 	}
@@ -373,7 +389,7 @@ func (w *FleetWatcher) reload(fn func(FleetUpdate), explicit bool) (again bool) 
 	inForce := sameAsInForce(r, w.prints, w.errs)
 	w.mu.Unlock()
 	if inForce {
-		w.pending = nil
+		w.pending, w.confirms = nil, 0
 		if r.fleet != nil {
 			if err := w.watchDirs(r.fleet); err != nil {
 				w.log.Error(err, "Cannot watch a fleet folder")
@@ -385,7 +401,7 @@ func (w *FleetWatcher) reload(fn func(FleetUpdate), explicit bool) (again bool) 
 	if !explicit && !bytes.Equal(r.sig, w.pending) {
 		if !arrived && before.fastEligible() && declaresEveryFile(r) {
 			if w.confirmNow(r) {
-				w.pending = nil
+				w.pending, w.confirms = nil, 0
 				w.log.V(1).Info("Fleet files put into place whole; applying at once")
 				w.apply(r, fn)
 				return false
@@ -394,11 +410,16 @@ func (w *FleetWatcher) reload(fn func(FleetUpdate), explicit bool) (again bool) 
 		}
 		// First sight of this content: confirm it before anything running
 		// is stopped, pruned or changed on its account.
-		w.pending = r.sig
+		w.pending, w.confirms = r.sig, 0
 		w.log.V(1).Info("Fleet files differ from the fleet in force; confirming with a second read")
 		return unsettled()
 	}
-	w.pending = nil
+	if !explicit && r.fleet != nil && !declaresEveryFile(r) && w.confirms < emptyFileConfirms {
+		w.confirms++
+		w.log.V(1).Info("A fleet file declares no server; confirming again after the debounce", "confirms", w.confirms)
+		return unsettled()
+	}
+	w.pending, w.confirms = nil, 0
 	w.apply(r, fn)
 	return arrived
 }

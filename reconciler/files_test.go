@@ -683,6 +683,50 @@ func TestFleetWatcherConfirmsOnlyWhatCanBeHalfWritten(t *testing.T) {
 	}
 }
 
+// TestFleetWatcherEmptiedFileWaitsLonger: a fleet file truncated in place
+// (what an in-place save looks like before its write) declares no server.
+// Confirmed by a second read it would prune that file's servers, which a
+// writer stalled on a loaded machine made happen in the soak; such a read
+// must stay the same for emptyFileConfirms more debounces before it is
+// applied. The fake clock tells "not yet" from "applied" without timing.
+func TestFleetWatcherEmptiedFileWaitsLonger(t *testing.T) {
+	dir := t.TempDir()
+	folder := filepath.Join(dir, "fleet.d")
+	if err := os.Mkdir(folder, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, filepath.Join(folder, "a.yaml"), serverYAML("a", "1"))
+	writeFile(t, filepath.Join(folder, "b.yaml"), serverYAML("b", "1"))
+	fc := clocktesting.NewFakeClock(time.Now())
+	w, err := NewFleetWatcher(FleetWatcherConfig{Paths: []string{folder}, Log: testr.New(t), Clock: fc})
+	if err != nil {
+		t.Fatalf("NewFleetWatcher: %v", err)
+	}
+	r := runWatcher(t, w)
+
+	if err := os.Truncate(filepath.Join(folder, "b.yaml"), 0); err != nil {
+		t.Fatal(err)
+	}
+	// The first read, the usual confirming read, then emptyFileConfirms
+	// more: none may apply the empty file.
+	for i := 0; i < 2+emptyFileConfirms; i++ {
+		updates := func() []FleetUpdate {
+			r.mu.Lock()
+			defer r.mu.Unlock()
+			return append([]FleetUpdate(nil), r.updates...)
+		}
+		waitFor(t, "the watcher's timer or an update", func() bool { return fc.HasWaiters() || len(updates()) > 0 })
+		if early := updates(); len(early) > 0 {
+			t.Fatalf("the emptied file was applied after %d debounces, want %d: %+v", i, 2+emptyFileConfirms, early)
+		}
+		fc.Step(DefaultDebounce)
+	}
+	got := r.waitUntil(t, "b removed", changed("b"))
+	if diff := cmp.Diff([]string{"b"}, got[len(got)-1].Changed); diff != "" {
+		t.Errorf("Changed (-want +got):\n%s", diff)
+	}
+}
+
 // TestFleetWatcherOverflowRereadsEverything makes the kernel's inotify
 // queue overflow for real: the watcher's goroutine is held inside a read
 // (the afterRead seam), so nothing drains the queue while more files than
