@@ -9,18 +9,11 @@ import (
 // by edit distance (case-insensitive), or the list of valid names when none
 // is near.
 func suggest(name string, known []string) string {
-	best, bestDist := "", -1
-	for _, k := range known {
-		dist := editDistance(strings.ToLower(name), strings.ToLower(k))
-		if bestDist < 0 || dist < bestDist {
-			best, bestDist = k, dist
-		}
-	}
-	if bestDist < 0 {
-		return ""
-	}
-	if bestDist <= max(2, len(best)/3) {
+	if best, near := NearestName(name, known); near {
 		return fmt.Sprintf(", did you mean %q?", best)
+	}
+	if len(known) == 0 {
+		return ""
 	}
 	return "; valid fields: " + strings.Join(known, ", ")
 }
@@ -51,4 +44,19 @@ func editDistance(a, b string) int {
 		prev, cur = cur, prev
 	}
 	return prev[len(b)]
+}
+
+// NearestName returns the name of known nearest to name by edit distance
+// (case-insensitive), and whether it is near enough to suggest: within two
+// edits, or a third of its length for longer names. It is what "did you
+// mean" messages about server names use.
+func NearestName(name string, known []string) (string, bool) {
+	best, bestDist := "", -1
+	for _, k := range known {
+		dist := editDistance(strings.ToLower(name), strings.ToLower(k))
+		if bestDist < 0 || dist < bestDist {
+			best, bestDist = k, dist
+		}
+	}
+	return best, bestDist >= 0 && bestDist <= max(2, len(best)/3)
 }
