@@ -66,6 +66,12 @@ func (d *decoder) resolve(n *yaml.Node, path string) *yaml.Node {
 	return n
 }
 
+// zeroNotAllowed are integer fields where 0 would read as "absent" once
+// decoded, but written out is a mistake worth naming.
+var zeroNotAllowed = map[string]string{
+	"spec.port": "port 0 is not a port: omit spec.port for a server that listens on none",
+}
+
 func isNull(n *yaml.Node) bool {
 	return n.Kind == yaml.ScalarNode && n.ShortTag() == "!!null"
 }
@@ -101,6 +107,9 @@ func describe(n *yaml.Node) string {
 	}
 	return "an unknown node"
 }
+
+// specType is ServerSpec's type, whose fields the hints name.
+var specType = reflect.TypeOf(ServerSpec{})
 
 // field is one JSON-named field of a struct type.
 type field struct {
@@ -254,7 +263,7 @@ func (d *decoder) decode(n *yaml.Node, v reflect.Value, path string, line int) {
 		v.Set(p)
 	case reflect.Struct:
 		if n.Kind != yaml.MappingNode {
-			d.errorf(n.Line, path, "expected a mapping, got %s", describe(n))
+			d.errorf(n.Line, path, "expected a mapping, got %s%s", describe(n), typeHint(path, n))
 			return
 		}
 		info := infoOf(v.Type())
@@ -263,14 +272,18 @@ func (d *decoder) decode(n *yaml.Node, v reflect.Value, path string, line int) {
 			fpath := joinField(path, shorten(name))
 			i, ok := info.byName[name]
 			if !ok {
-				d.errorf(p.key.Line, fpath, "unknown field %q%s", shorten(name), suggest(name, info.names))
+				hint := unknownFieldHint(path, name)
+				if hint == "" {
+					hint = suggest(name, info.names)
+				}
+				d.errorf(p.key.Line, fpath, "unknown field %q%s", shorten(name), hint)
 				continue
 			}
 			d.decode(p.value, v.Field(info.fields[i].index), fpath, p.key.Line)
 		}
 	case reflect.Slice:
 		if n.Kind != yaml.SequenceNode {
-			d.errorf(n.Line, path, "expected a sequence, got %s", describe(n))
+			d.errorf(n.Line, path, "expected a sequence, got %s%s", describe(n), typeHint(path, n))
 			return
 		}
 		s := reflect.MakeSlice(v.Type(), len(n.Content), len(n.Content))
@@ -307,12 +320,16 @@ func (d *decoder) decode(n *yaml.Node, v reflect.Value, path string, line int) {
 		v.SetString(n.Value)
 	case reflect.Int, reflect.Int64, reflect.Int32:
 		if n.Kind != yaml.ScalarNode || n.ShortTag() != "!!int" {
-			d.errorf(n.Line, path, "expected an integer, got %s", describe(n))
+			d.errorf(n.Line, path, "expected an integer, got %s%s", describe(n), typeHint(path, n))
 			return
 		}
 		var i int64
 		if err := n.Decode(&i); err != nil || v.OverflowInt(i) {
 			d.errorf(n.Line, path, "integer %s out of range", n.Value)
+			return
+		}
+		if why, ok := zeroNotAllowed[path]; ok && i == 0 {
+			d.errorf(n.Line, path, "%s", why)
 			return
 		}
 		v.SetInt(i)

@@ -13,12 +13,21 @@ const (
 	DefaultFailureThreshold              = 3
 	DefaultSuccessThreshold              = 1
 	DefaultHTTPPath                      = "/"
+
+	// DefaultRunningMinReady is minReadySeconds for a server whose
+	// readiness is merely "running" (no port, no probe), like supervisord's
+	// startsecs=1: a server that exits within its first second is never
+	// reported Ready.
+	DefaultRunningMinReady = time.Second
 )
 
 // SetDefaults fills the fields left empty with their defaults: restart
-// policy, timeouts, probe periods and thresholds, the httpGet path "/", and
-// probe ports from spec.port. It leaves workingDir alone (Load resolves it
-// against the file's folder) and sets nothing that is already set.
+// policy, timeouts, probe periods and thresholds and the httpGet path "/".
+// A probe port left out stays 0, meaning the instance's port (Instance
+// resolves it: a replica's probe follows its own port, while a port written
+// as a number is used as written). SetDefaults leaves workingDir alone (Load
+// resolves it against the file's folder), leaves minReadySeconds unset (see
+// ServerSpec.MinReady), and sets nothing that is already set.
 func SetDefaults(s *Server) {
 	sp := &s.Spec
 	if sp.RestartPolicy == "" {
@@ -27,8 +36,8 @@ func SetDefaults(s *Server) {
 	setInt(&sp.StartupTimeoutSeconds, DefaultStartupTimeoutSeconds)
 	setInt(&sp.TerminationGracePeriodSeconds, DefaultTerminationGracePeriodSeconds)
 	setInt(&sp.KillTimeoutSeconds, DefaultKillTimeoutSeconds)
-	defaultProbe(sp.ReadinessProbe, sp.Port)
-	defaultProbe(sp.LivenessProbe, sp.Port)
+	defaultProbe(sp.ReadinessProbe)
+	defaultProbe(sp.LivenessProbe)
 }
 
 func setInt(p **int, v int) {
@@ -37,7 +46,7 @@ func setInt(p **int, v int) {
 	}
 }
 
-func defaultProbe(p *Probe, port int) {
+func defaultProbe(p *Probe) {
 	if p == nil {
 		return
 	}
@@ -53,16 +62,8 @@ func defaultProbe(p *Probe, port int) {
 	if p.SuccessThreshold == 0 {
 		p.SuccessThreshold = DefaultSuccessThreshold
 	}
-	if h := p.HTTPGet; h != nil {
-		if h.Path == "" {
-			h.Path = DefaultHTTPPath
-		}
-		if h.Port == 0 {
-			h.Port = port
-		}
-	}
-	if t := p.TCPSocket; t != nil && t.Port == 0 {
-		t.Port = port
+	if h := p.HTTPGet; h != nil && h.Path == "" {
+		h.Path = DefaultHTTPPath
 	}
 }
 
@@ -124,6 +125,6 @@ func (s ServerSpec) EffectiveReadiness() *Probe {
 		return nil
 	}
 	p := &Probe{TCPSocket: &TCPSocketAction{Port: s.Port}}
-	defaultProbe(p, s.Port)
+	defaultProbe(p)
 	return p
 }

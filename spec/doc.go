@@ -1,10 +1,11 @@
 // Package spec is procfleet's fleet-file API: the Server type, loading of
-// files, multi-document files and folders, defaults, validation that reports
-// every error with its file, line and field path, the spec hash, and the JSON
-// Schema of the file format. It imports nothing of the project.
+// files, multi-document files and folders, env files, defaults, validation
+// that reports every error with its file, line and field path, warnings,
+// the instances a fleet runs and their spec hashes, and the JSON Schema of
+// the file format. It imports nothing of the project.
 //
-// The pipeline is Load = read files -> strict decode -> SetDefaults ->
-// Validate. Its guarantees:
+// The pipeline is Load = read files -> strict decode -> SetDefaults -> read
+// env files -> Validate -> Instances and Warnings. Its guarantees:
 //
 //   - Load never returns a partial fleet: either every file read, decoded
 //     and validated cleanly and the Fleet holds every server, sorted by
@@ -27,16 +28,37 @@
 //     Symlinks are followed; a file reached twice is read once. workingDir
 //     is resolved against the folder of the file as given (not of a
 //     symlink's target) and is absolute after Load.
-//   - Validate is pure (no I/O) and deterministic.
+//   - Validate, Warn and Changes are pure (no I/O) and deterministic;
+//     ProgramWarnings and FindProgram read the file system.
 //   - Hostile input is bounded: files over MaxFileSize, more than
 //     MaxServers servers or MaxFiles files, alias fan-out beyond a fixed
 //     node budget, and more than 100 errors in a file are errors; no input
 //     makes the loader panic (FuzzLoadBytes).
-//   - Server.Hash covers only what shapes the running process: command,
-//     args, env (in order), workingDir and port. Changing probes, timeouts,
-//     restart policy, dependencies or labels never changes it, so never
-//     replaces a running server. FieldDiff names the covered fields that
-//     differ.
+//   - Fleet.Instances is the flat view the reconciler runs: one Instance
+//     per server, or <name>-0 ... <name>-<n-1> for spec.replicas, with its
+//     port (spec.port + index), its argv and environment after $(NAME)
+//     expansion (each variable with where it came from, for describe), its
+//     probes on its own port, its minimum ready time and its hash.
+//   - Expansion is Kubernetes': $(NAME) in command, args and env values
+//     refers to procfleet's environment, the env files, earlier env entries,
+//     PORT, PROCFLEET_REPLICA and PROCFLEET_SERVER; "$$" is "$"; a
+//     reference that does not resolve stays as written and is a warning.
+//     Env files are dotenv (KEY=VALUE, # comments, quotes); their values are
+//     literal. A missing env file is an error at its spec.envFile entry.
+//   - Instance.Hash covers only what shapes the running process: command
+//     and args after expansion, the variables set by envFile and env,
+//     workingDir and port. Probes, timeouts, replicas, minReadySeconds,
+//     restart policy, dependencies, labels and procfleet's own inherited
+//     environment never change it, so never replace a running instance;
+//     an edited env file changes the hash of exactly the instances whose
+//     variables it changes. Changes lists what differs between two
+//     versions of an instance, naming variables, never their values.
+//   - Validation also refuses port 0, overlapping port ranges (naming both
+//     servers and the port), a server named like another's replica, and
+//     the variables procfleet reserves; the habits of docker compose,
+//     process-compose and PM2 (a string command, an env mapping, a probe
+//     at the wrong level, their field names, tabs and bad indentation) get
+//     a hint saying what to write.
 //   - Schema is generated from the types (not hand-written) with their doc
 //     comments as descriptions, and forbids unknown fields as Load does.
 package spec

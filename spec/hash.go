@@ -12,24 +12,42 @@ import (
 // changes every hash rather than colliding with old ones.
 const hashVersion = "procfleet.dev/spec-hash/v1"
 
-// Hash is "sha256:<hex>" over what shapes the running process, and only
-// that: command, args, env (in order), workingDir and port. Probes,
-// timeouts, restart policy, dependencies and labels are left out, so
-// changing them never replaces a running server. nil and empty lists hash
-// the same. The encoding is length-prefixed, so no two different specs
-// share an input.
+// Hash is the spec hash of the server's first instance (its only one
+// without spec.replicas): see Instance.Hash, which the reconciler should
+// use, one per instance. It covers only what shapes the running process:
+// command and args after $(NAME) expansion, the variables set by envFile
+// and env (values after expansion), workingDir and port. Probes, timeouts,
+// minReadySeconds, replicas, restart policy, dependencies and labels are
+// left out, so changing them never replaces a running server; nor does
+// procfleet's own inherited environment: a reference to it is hashed as
+// written, so starting procfleet from another shell replaces nothing. nil
+// and empty lists hash the same. The encoding is length-prefixed, so no two
+// different processes share an input, and a server that uses neither
+// envFile nor $(NAME) hashes as it did before they existed.
 func (s *Server) Hash() string {
+	name, index, port := s.Metadata.Name, -1, s.Spec.Port
+	if s.Spec.Replicas != nil {
+		name, index = InstanceName(name, 0), 0
+	}
+	return s.hashFor(s.procfleetVars(name, index, port), port)
+}
+
+// hashFor hashes the instance whose procfleet variables are own and whose
+// port is port.
+func (s *Server) hashFor(own []Var, port int) string {
+	r := s.Resolve(own, nil, nil)
 	h := sha256.New()
 	writeString(h, hashVersion)
-	writeStrings(h, s.Spec.Command)
-	writeStrings(h, s.Spec.Args)
-	writeUint(h, uint64(len(s.Spec.Env)))
-	for _, e := range s.Spec.Env {
+	writeStrings(h, r.Command)
+	writeStrings(h, r.Args)
+	env := r.Env[:len(r.Env)-len(own)] // what envFile and env set
+	writeUint(h, uint64(len(env)))
+	for _, e := range env {
 		writeString(h, e.Name)
 		writeString(h, e.Value)
 	}
 	writeString(h, s.Spec.WorkingDir)
-	writeUint(h, uint64(int64(s.Spec.Port)))
+	writeUint(h, uint64(int64(port)))
 	return "sha256:" + hex.EncodeToString(h.Sum(nil))
 }
 
@@ -51,9 +69,11 @@ func writeStrings(h hash.Hash, ss []string) {
 	}
 }
 
-// FieldDiff names the fields covered by the spec hash that differ between a
-// and b, in the order command, args, env, workingDir, port. It is empty
-// exactly when the two hashes are equal.
+// FieldDiff names the declared fields that shape the process and differ
+// between a and b, in the order command, args, envFile, env, workingDir,
+// port. It compares the fields as written: an edited env file or a
+// variable that $(NAME) refers to changes the hash but not FieldDiff (see
+// Changes, which compares instances).
 func FieldDiff(a, b ServerSpec) []string {
 	var diff []string
 	if !slices.Equal(a.Command, b.Command) {
@@ -61,6 +81,9 @@ func FieldDiff(a, b ServerSpec) []string {
 	}
 	if !slices.Equal(a.Args, b.Args) {
 		diff = append(diff, "args")
+	}
+	if !slices.Equal(a.EnvFile, b.EnvFile) {
+		diff = append(diff, "envFile")
 	}
 	if !slices.Equal(a.Env, b.Env) {
 		diff = append(diff, "env")

@@ -41,6 +41,17 @@ type Fleet struct {
 	Servers []Server
 	// Files are the fleet files read, in the order read.
 	Files []string
+	// Environ is procfleet's own environment ("NAME=value"), which $(NAME)
+	// may refer to. Load sets it to os.Environ(); nil means an empty one.
+	Environ []string
+	// Warnings are problems that do not keep the fleet from loading, sorted
+	// as errors are: $(NAME) references that stay as written, shell-style
+	// ${NAME} that nothing expands, variables procfleet overrides. A
+	// warning about an env file's line names that file and line, and the
+	// variable as its Field.
+	Warnings ErrorList
+
+	instances []Instance
 }
 
 // Get returns the server with the given name.
@@ -57,8 +68,10 @@ func (f *Fleet) Get(name string) (*Server, bool) {
 // Load reads the fleet files at paths: files, multi-document files and
 // folders (their *.yaml and *.yml files, sorted, not recursive, hidden files
 // skipped), following symlinks; no paths means DefaultFile. It decodes
-// strictly, sets defaults and validates the whole fleet. On any problem it
-// returns a nil Fleet and an ErrorList holding every error found, sorted.
+// strictly, sets defaults, reads every server's env files (relative to the
+// folder of the file that declares it), validates the whole fleet, and
+// computes its instances and warnings. On any problem it returns a nil
+// Fleet and an ErrorList holding every error found, sorted.
 func Load(paths ...string) (*Fleet, error) {
 	if len(paths) == 0 {
 		paths = []string{DefaultFile}
@@ -94,6 +107,7 @@ func Load(paths ...string) (*Fleet, error) {
 	for i := range all {
 		servers[i] = all[i].server
 	}
+	errs = append(errs, readEnvFiles(servers)...)
 	for _, is := range validate(servers) {
 		if !all[is.server].covers(is.err.Field) {
 			errs = append(errs, is.err)
@@ -104,7 +118,109 @@ func Load(paths ...string) (*Fleet, error) {
 		return nil, errs
 	}
 	slices.SortFunc(servers, func(a, b Server) int { return strings.Compare(a.Metadata.Name, b.Metadata.Name) })
-	return &Fleet{Servers: servers, Files: read}, nil
+	f := &Fleet{Servers: servers, Files: read, Environ: os.Environ()}
+	inherited := lookupIn(f.Environ)
+	f.instances = instancesOf(f.Servers, inherited)
+	f.Warnings = Warn(f.Servers, inherited)
+	return f, nil
+}
+
+// EnvFileError is the Err of a FieldError about an env file that could not
+// be read; Path names it (absolute), so that a watcher can wait for a
+// missing one to appear.
+type EnvFileError struct {
+	Path string
+	Err  error
+}
+
+func (e *EnvFileError) Error() string { return "read env file " + e.Path + ": " + unwrapPath(e.Err) }
+
+// Unwrap returns the underlying error (fs.ErrNotExist for a missing file).
+func (e *EnvFileError) Unwrap() error { return e.Err }
+
+// envRead is one env file as read, shared by the servers that name it.
+type envRead struct {
+	vars []Var
+	err  error // reading failed (missing, not a regular file, too large)
+	bad  bool  // its syntax errors are already reported
+}
+
+// readEnvFiles reads the env files of every server, each file once, and
+// sets Server.EnvFiles. A file that cannot be read is an error at each
+// spec.envFile entry that names it (file and line of the entry); a syntax
+// error is reported once, at the env file's own line.
+func readEnvFiles(servers []Server) ErrorList {
+	var errs ErrorList
+	cache := map[string]*envRead{}
+	for i := range servers {
+		s := &servers[i]
+		s.EnvFiles = nil
+		if len(s.Spec.EnvFile) == 0 {
+			continue
+		}
+		base, err := filepath.Abs(filepath.Dir(s.Source.File))
+		if err != nil {
+			errs = append(errs, &FieldError{File: s.Source.File, Line: lineOf(s, "spec.envFile"), Field: "spec.envFile", Message: fmt.Sprintf("resolve folder: %v", err), Err: err})
+			continue
+		}
+		for j, entry := range s.Spec.EnvFile {
+			if entry == "" || strings.ContainsRune(entry, 0) {
+				continue // Validate reports it
+			}
+			field := fmt.Sprintf("spec.envFile[%d]", j)
+			path := entry
+			if !filepath.IsAbs(path) {
+				path = filepath.Join(base, path)
+			}
+			path = filepath.Clean(path)
+			r, ok := cache[path]
+			if !ok {
+				r = &envRead{}
+				cache[path] = r
+				var data []byte
+				if data, r.err = readEnvFile(path); r.err == nil {
+					var perrs []dotenvError
+					r.vars, perrs = parseDotenv(data)
+					for _, pe := range perrs {
+						errs = append(errs, &FieldError{File: path, Line: pe.line,
+							Message: fmt.Sprintf("%s (env file of %s, %s)", pe.msg, s.Metadata.Name, field)})
+					}
+					r.bad = len(perrs) > 0
+				}
+			}
+			if r.err != nil {
+				errs = append(errs, &FieldError{File: s.Source.File, Line: lineOf(s, field), Field: field,
+					Message: fmt.Sprintf("env file %s: %s", path, unwrapPath(r.err)), Err: &EnvFileError{Path: path, Err: r.err}})
+				continue
+			}
+			s.EnvFiles = append(s.EnvFiles, EnvFile{Path: path, Vars: r.vars})
+		}
+	}
+	return errs
+}
+
+// readEnvFile reads a regular file of at most MaxFileSize bytes.
+func readEnvFile(path string) ([]byte, error) {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return nil, err
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, errors.New("not a regular file")
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, MaxFileSize+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(data) > MaxFileSize {
+		return nil, fmt.Errorf("larger than %d bytes (4 MiB)", MaxFileSize)
+	}
+	return data, nil
 }
 
 // expand turns the paths into the list of fleet files, each once.
@@ -195,8 +311,9 @@ func readFile(file string) ([]byte, error) {
 
 // LoadBytes decodes the fleet file data, read from file, strictly and sets
 // defaults. It does not validate (see Validate): names, ports and
-// dependencies are checked over the whole fleet by Load. workingDir is
-// resolved against file's folder. On any problem it returns nil servers and
+// dependencies are checked over the whole fleet by Load. It reads no env
+// file (Server.EnvFiles stays empty). workingDir is resolved against
+// file's folder. On any problem it returns nil servers and
 // an ErrorList of every decoding error, sorted.
 func LoadBytes(file string, data []byte) ([]Server, error) {
 	docs, errs := parse(file, data)
@@ -217,15 +334,22 @@ type docResult struct {
 	bad    []string
 }
 
-// covers reports whether field is, or lies under, a field that failed to
-// decode: its validation errors would only repeat the decoding error.
+// covers reports whether field is, lies under, or holds a field that failed
+// to decode: its validation errors would only repeat the decoding error
+// ("a probe needs a handler" beside "unknown field path, did you mean
+// httpGet.path?").
 func (r *docResult) covers(field string) bool {
 	for _, b := range r.bad {
-		if b == "" || field == b || strings.HasPrefix(field, b+".") || strings.HasPrefix(field, b+"[") {
+		if b == "" || field == b || under(field, b) || field != "" && under(b, field) {
 			return true
 		}
 	}
 	return false
+}
+
+// under reports whether field lies under parent.
+func under(field, parent string) bool {
+	return strings.HasPrefix(field, parent+".") || strings.HasPrefix(field, parent+"[")
 }
 
 var yamlLine = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
@@ -255,7 +379,8 @@ func parse(file string, data []byte) (docs []docResult, errs ErrorList) {
 			e := &FieldError{File: file, Message: err.Error(), Err: err}
 			if m := yamlLine.FindStringSubmatch(err.Error()); m != nil {
 				e.Line, _ = strconv.Atoi(m[1])
-				e.Message = "invalid YAML: " + m[2]
+				line, msg := yamlSyntaxHint(data, e.Line, m[2])
+				e.Line, e.Message = line, "invalid YAML: "+msg
 			} else {
 				e.Message = "invalid YAML: " + strings.TrimPrefix(err.Error(), "yaml: ")
 			}

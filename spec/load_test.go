@@ -160,21 +160,32 @@ func TestDefaults(t *testing.T) {
 		t.Errorf("timeout fields not set")
 	}
 	r := sp.ReadinessProbe
-	if r.HTTPGet.Port != 8080 || r.HTTPGet.Path != "/" || r.PeriodSeconds != 1 || r.TimeoutSeconds != 1 || r.FailureThreshold != 3 || r.SuccessThreshold != 1 {
+	if r.HTTPGet.Port != 0 || r.HTTPGet.Path != "/" || r.PeriodSeconds != 1 || r.TimeoutSeconds != 1 || r.FailureThreshold != 3 || r.SuccessThreshold != 1 {
 		t.Errorf("readiness probe = %+v %+v", r, r.HTTPGet)
 	}
 	if r.Period() != time.Second || r.Timeout() != time.Second || r.InitialDelay() != 0 {
 		t.Errorf("probe durations = %v %v %v", r.Period(), r.Timeout(), r.InitialDelay())
 	}
 	l := sp.LivenessProbe
-	if l.TCPSocket.Port != 8080 || l.FailureThreshold != 5 {
+	if l.TCPSocket.Port != 0 || l.FailureThreshold != 5 {
 		t.Errorf("liveness probe = %+v %+v", l, l.TCPSocket)
+	}
+	// A probe port left out is the instance's port, resolved per instance.
+	in := servers[0].instance(-1, nil)
+	if in.Readiness.HTTPGet.Port != 8080 || in.Liveness.TCPSocket.Port != 8080 {
+		t.Errorf("instance probes = %+v %+v, want port 8080", in.Readiness.HTTPGet, in.Liveness.TCPSocket)
+	}
+	if sp.ReadinessProbe.HTTPGet.Port != 0 {
+		t.Errorf("resolving the instance changed the declared probe")
 	}
 	if sp.WorkingDir != "/srv/app" {
 		t.Errorf("workingDir = %q", sp.WorkingDir)
 	}
 	if sp.EffectiveReadiness() != r {
 		t.Errorf("EffectiveReadiness is not the declared probe")
+	}
+	if sp.MinReady() != 0 || in.MinReady != 0 {
+		t.Errorf("MinReady with a probe = %v, want 0", sp.MinReady())
 	}
 }
 

@@ -16,6 +16,17 @@ type Server struct {
 
 	// Source is where the document was read from. It is not part of the file.
 	Source Source `json:"-"`
+	// EnvFiles holds the files of Spec.EnvFile as Load read them, in the
+	// same order. It is not part of the fleet file.
+	EnvFiles []EnvFile `json:"-"`
+}
+
+// EnvFile is one dotenv file as read: its path and its variables in file
+// order, each with the line that set it.
+type EnvFile struct {
+	// Path is absolute.
+	Path string
+	Vars []Var
 }
 
 // ObjectMeta names a server and carries free-form labels.
@@ -34,10 +45,28 @@ type ServerSpec struct {
 	// WorkingDir is relative to the folder of the file that declares the server.
 	// After Load it is an absolute path.
 	WorkingDir string `json:"workingDir,omitempty"`
-	// Env is added to procfleet's own environment.
+	// EnvFile lists dotenv files (KEY=VALUE lines, # comments, quoted values),
+	// relative to the folder of the file that declares the server, read in
+	// order after procfleet's own environment and before Env; later wins. A
+	// missing file is an error. Their values are taken literally.
+	EnvFile []string `json:"envFile,omitempty"`
+	// Env is added to procfleet's own environment, after EnvFile. $(NAME) in a
+	// value expands to a variable set before it (procfleet's environment, the
+	// env files, earlier entries, PORT, PROCFLEET_REPLICA, PROCFLEET_SERVER);
+	// $$(NAME) is a literal $(NAME). $(NAME) expands in Command and Args too.
 	Env []EnvVar `json:"env,omitempty"`
-	// Port is the TCP port the server must listen on; 0 means none.
-	Port int `json:"port,omitempty" jsonschema:"minimum=0,maximum=65535"`
+	// Port is the TCP port the server must listen on; omit it for none. The
+	// server gets it as PORT in its environment.
+	Port int `json:"port,omitempty" jsonschema:"minimum=1,maximum=65535"`
+	// Replicas, when set, runs that many instances named <name>-0 ...
+	// <name>-<n-1>, instance i on port Port+i with PROCFLEET_REPLICA=i. 0 stops
+	// every instance and keeps the server declared. Absent: one instance named
+	// <name>.
+	Replicas *int `json:"replicas,omitempty" jsonschema:"minimum=0,maximum=1000"`
+	// MinReadySeconds is how long the server must stay ready, without
+	// exiting, before it counts as Ready. Default 0 with a readiness probe
+	// (declared, or the TCP connect to Port); 1 when readiness is "running".
+	MinReadySeconds *int `json:"minReadySeconds,omitempty" jsonschema:"minimum=0,maximum=2147483647"`
 	// ReadinessProbe decides Ready. Default: TCP connect to Port, else running.
 	ReadinessProbe *Probe `json:"readinessProbe,omitempty"`
 	// LivenessProbe restarts the server after FailureThreshold failures.

@@ -28,8 +28,9 @@ type validator struct {
 
 // Validate checks servers, a whole fleet, and returns every error found,
 // sorted by file, line and field: names (DNS labels, unique), dependencies
-// (known, not the server itself, no cycle), ports, commands, restart
-// policies, timeouts, probes and env. It is pure: no I/O, no change to its
+// (known, not the server itself, no cycle), ports (and that no two
+// servers' port ranges overlap), replicas and instance names, commands,
+// restart policies, timeouts, probes, env and envFile entries. It is pure: no I/O, no change to its
 // input. Lines come from each server's Source; servers built in code (no
 // Source) get errors without a file or line. An empty apiVersion or kind is
 // accepted for servers built in code; Load has already checked them.
@@ -52,6 +53,8 @@ func validate(servers []Server) []issue {
 		v.server(i)
 	}
 	v.names()
+	v.instanceNames()
+	v.ports()
 	v.dependencies()
 	return v.out
 }
@@ -109,10 +112,21 @@ func (v *validator) server(i int) {
 	if strings.ContainsRune(sp.WorkingDir, 0) {
 		v.add(i, "spec.workingDir", "must not contain a NUL byte")
 	}
+	for j, f := range sp.EnvFile {
+		field := fmt.Sprintf("spec.envFile[%d]", j)
+		switch {
+		case f == "":
+			v.add(i, field, "must not be empty: the path of a dotenv file, like .env")
+		case strings.ContainsRune(f, 0):
+			v.add(i, field, "must not contain a NUL byte")
+		}
+	}
 	v.env(i, sp.Env)
 	if sp.Port < 0 || sp.Port > 65535 {
 		v.add(i, "spec.port", "invalid port %d: must be between 1 and 65535 (or absent for none)", sp.Port)
 	}
+	v.replicas(i)
+	v.seconds(i, "spec.minReadySeconds", sp.MinReadySeconds, 0)
 	v.probe(i, "spec.readinessProbe", sp.ReadinessProbe, false)
 	v.probe(i, "spec.livenessProbe", sp.LivenessProbe, true)
 	switch sp.RestartPolicy {
@@ -169,6 +183,8 @@ func (v *validator) env(i int, env []EnvVar) {
 			v.add(i, field+".name", "required: the variable's name")
 		case strings.ContainsAny(e.Name, "=\x00"):
 			v.add(i, field+".name", "invalid name %q: must not contain '=' or a NUL byte", e.Name)
+		case slices.Contains(reservedEnv, e.Name):
+			v.add(i, field+".name", "%s is set by procfleet and cannot be set here (reserved: %s)", e.Name, strings.Join(reservedEnv, ", "))
 		default:
 			if k, dup := first[e.Name]; dup {
 				v.add(i, field+".name", "duplicate name %q (first at spec.env[%d])", e.Name, k)
@@ -179,6 +195,31 @@ func (v *validator) env(i int, env []EnvVar) {
 		if strings.ContainsRune(e.Value, 0) {
 			v.add(i, field+".value", "must not contain a NUL byte")
 		}
+	}
+}
+
+// MaxReplicas bounds spec.replicas.
+const MaxReplicas = 1000
+
+func (v *validator) replicas(i int) {
+	sp := &v.servers[i].Spec
+	if sp.Replicas == nil {
+		return
+	}
+	n := *sp.Replicas
+	switch {
+	case n < 0:
+		v.add(i, "spec.replicas", "invalid value %d: must not be negative (0 stops every instance)", n)
+		return
+	case n > MaxReplicas:
+		v.add(i, "spec.replicas", "invalid value %d: must be at most %d", n, MaxReplicas)
+		return
+	}
+	if sp.Port > 0 && sp.Port <= 65535 && sp.Port+n-1 > 65535 {
+		v.add(i, "spec.replicas", "%d replicas from port %d need ports up to %d: the last port is 65535", n, sp.Port, sp.Port+n-1)
+	}
+	if name := v.servers[i].Metadata.Name; n > 0 && len(name) <= 63 && len(InstanceName(name, n-1)) > 63 {
+		v.add(i, "spec.replicas", "the instance name %q is longer than 63 characters: shorten metadata.name", InstanceName(name, n-1))
 	}
 }
 
@@ -304,6 +345,101 @@ func (v *validator) names() {
 			v.add(i, "metadata.name", "duplicate name %q: also declared at %s", n, strings.Join(others, ", "))
 		}
 	}
+}
+
+// instanceNames reports a server named like an instance of a replicated
+// server ("api-1" beside "api" with replicas): the name would be ambiguous
+// in every verb, record and log, whatever the count. It also bounds the
+// number of instances.
+func (v *validator) instanceNames() {
+	replicated := map[string]int{}
+	total := 0
+	for i := range v.servers {
+		s := &v.servers[i]
+		if s.Spec.Replicas != nil {
+			replicated[s.Metadata.Name] = i
+			total += max(0, min(*s.Spec.Replicas, MaxReplicas))
+		} else {
+			total++
+		}
+	}
+	if total > MaxServers {
+		v.add(0, "", "too many instances: %d (servers and replicas), at most %d", total, MaxServers)
+	}
+	for i := range v.servers {
+		name := v.servers[i].Metadata.Name
+		j := strings.LastIndexByte(name, '-')
+		if j <= 0 || j+1 == len(name) || digits(name[j+1:]) != len(name)-j-1 {
+			continue
+		}
+		if r, ok := replicated[name[:j]]; ok && r != i {
+			v.add(i, "metadata.name", "name %q is taken by the replicas of %s (%s), named %s-0, %s-1, ...: choose another name", name, name[:j], where(&v.servers[r]), name[:j], name[:j])
+		}
+	}
+}
+
+// portRange is the ports of one server's instances: port to port+n-1.
+type portRange struct{ server, first, last int }
+
+// ports reports every pair of servers whose port ranges (spec.port to
+// spec.port + replicas - 1) overlap, once, at the server whose range
+// starts later, naming both and the first port they share. Probe ports do
+// not count.
+func (v *validator) ports() {
+	var ranges []portRange
+	for i := range v.servers {
+		sp := &v.servers[i].Spec
+		if sp.Port <= 0 || sp.Port > 65535 {
+			continue
+		}
+		n := 1
+		if sp.Replicas != nil {
+			n = *sp.Replicas
+		}
+		if n <= 0 || n > MaxReplicas {
+			continue
+		}
+		ranges = append(ranges, portRange{i, sp.Port, sp.Port + n - 1})
+	}
+	slices.SortStableFunc(ranges, func(a, b portRange) int {
+		if a.first != b.first {
+			return a.first - b.first
+		}
+		return strings.Compare(v.servers[a.server].Metadata.Name, v.servers[b.server].Metadata.Name)
+	})
+	var active []portRange
+	for _, r := range ranges {
+		kept := active[:0]
+		for _, a := range active {
+			if a.last >= r.first {
+				kept = append(kept, a)
+			}
+		}
+		active = kept
+		for _, a := range active {
+			other := &v.servers[a.server]
+			port := r.first
+			v.add(r.server, "spec.port", "port %d is both %s's and %s's (%s, %s): the ports of two servers must not overlap",
+				port, v.instanceAt(r, port), v.instanceAt(a, port), where(other), rangeText(a))
+		}
+		active = append(active, r)
+	}
+}
+
+// instanceAt names the instance of r's server that listens on port.
+func (v *validator) instanceAt(r portRange, port int) string {
+	s := &v.servers[r.server]
+	if s.Spec.Replicas == nil {
+		return s.Metadata.Name
+	}
+	return InstanceName(s.Metadata.Name, port-r.first)
+}
+
+func rangeText(r portRange) string {
+	if r.first == r.last {
+		return fmt.Sprintf("port %d", r.first)
+	}
+	return fmt.Sprintf("ports %d-%d", r.first, r.last)
 }
 
 // dependencies reports empty, duplicate, self and unknown dependencies, and
