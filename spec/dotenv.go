@@ -28,8 +28,8 @@ const (
 // VarSource locates where a variable was set, never its value.
 type VarSource struct {
 	Kind VarKind
-	// File is the dotenv file (FromEnvFile) or the fleet file (FromEnv),
-	// absolute for dotenv files; "" for FromProcfleet.
+	// File is the dotenv file (FromEnvFile, as EnvFile.Name) or the fleet
+	// file (FromEnv); "" for FromProcfleet.
 	File string
 	// Line is the 1-based line that set it; 0 when unknown.
 	Line int

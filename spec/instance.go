@@ -282,7 +282,7 @@ func (s *Server) Resolve(own []Var, inherited func(string) (string, bool), unres
 	for i, f := range s.EnvFiles {
 		field := fmt.Sprintf("spec.envFile[%d]", i)
 		for _, v := range f.Vars {
-			v.From.File, v.From.Field = f.Path, field
+			v.From.File, v.From.Field = f.Name, field
 			put(v)
 		}
 	}

@@ -168,11 +168,11 @@ func readEnvFiles(servers []Server) ErrorList {
 				continue // Validate reports it
 			}
 			field := fmt.Sprintf("spec.envFile[%d]", j)
-			path := entry
-			if !filepath.IsAbs(path) {
-				path = filepath.Join(base, path)
+			path, shown := filepath.Clean(entry), filepath.Clean(entry)
+			if !filepath.IsAbs(entry) {
+				path = filepath.Join(base, entry)
+				shown = filepath.Join(filepath.Dir(s.Source.File), entry)
 			}
-			path = filepath.Clean(path)
 			r, ok := cache[path]
 			if !ok {
 				r = &envRead{}
@@ -182,7 +182,7 @@ func readEnvFiles(servers []Server) ErrorList {
 					var perrs []dotenvError
 					r.vars, perrs = parseDotenv(data)
 					for _, pe := range perrs {
-						errs = append(errs, &FieldError{File: path, Line: pe.line,
+						errs = append(errs, &FieldError{File: shown, Line: pe.line,
 							Message: fmt.Sprintf("%s (env file of %s, %s)", pe.msg, s.Metadata.Name, field)})
 					}
 					r.bad = len(perrs) > 0
@@ -190,10 +190,10 @@ func readEnvFiles(servers []Server) ErrorList {
 			}
 			if r.err != nil {
 				errs = append(errs, &FieldError{File: s.Source.File, Line: lineOf(s, field), Field: field,
-					Message: fmt.Sprintf("env file %s: %s", path, unwrapPath(r.err)), Err: &EnvFileError{Path: path, Err: r.err}})
+					Message: fmt.Sprintf("env file %s: %s", shown, unwrapPath(r.err)), Err: &EnvFileError{Path: path, Err: r.err}})
 				continue
 			}
-			s.EnvFiles = append(s.EnvFiles, EnvFile{Path: path, Vars: r.vars})
+			s.EnvFiles = append(s.EnvFiles, EnvFile{Path: path, Name: shown, Vars: r.vars})
 		}
 	}
 	return errs

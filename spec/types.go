@@ -24,8 +24,12 @@ type Server struct {
 // EnvFile is one dotenv file as read: its path and its variables in file
 // order, each with the line that set it.
 type EnvFile struct {
-	// Path is absolute.
+	// Path is absolute: what a watcher watches.
 	Path string
+	// Name is the file as the fleet names it: the spec.envFile entry
+	// joined to the folder of the fleet file as given (relative when that
+	// was), for messages, warnings and VarSource.File.
+	Name string
 	Vars []Var
 }
 

@@ -64,7 +64,7 @@ func Warn(servers []Server, inherited func(string) (string, bool)) ErrorList {
 		for j, f := range s.EnvFiles {
 			field := fmt.Sprintf("spec.envFile[%d]", j)
 			for _, v := range f.Vars {
-				at := &FieldError{File: f.Path, Line: v.From.Line, Field: v.Name}
+				at := &FieldError{File: f.Name, Line: v.From.Line, Field: v.Name}
 				switch {
 				case v.Name == EnvPort && s.Spec.Port > 0:
 					at.Message = fmt.Sprintf("PORT is set by procfleet to the instance's port (spec.port of %s); this line is ignored (%s)", s.Metadata.Name, field)
