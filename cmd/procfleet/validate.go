@@ -21,29 +21,40 @@ const (
 )
 
 func newValidateCmd(opts *globalOptions) *cobra.Command {
-	var output string
+	var (
+		output string
+		strict bool
+	)
 	cmd := &cobra.Command{
-		Use:   "validate [-f PATH]... [-o text|json|github]",
+		Use:   "validate [-f PATH]... [-o text|json|github] [--strict]",
 		Short: "Check fleet files and report every error",
 		Long: `Validate reads the fleet files as every other command does (strict decoding,
-defaults, validation across all files) and reports every error at once, each
-with its file, line and field path.
+defaults, env files, validation across all files) and reports every error at
+once, each with its file, line and field path.
+
+It also warns, without failing, about what would work differently than
+written: a $(NAME) that stays as written, a shell-style ${NAME} that nothing
+expands, a variable procfleet sets itself, and a program that is not found
+(CI often builds it after validating). --strict turns warnings into errors.
 
 Output formats (-o):
-  text    one "file:line: field: message" line per error (default)
-  json    an array of {"file", "line", "field", "message"} objects ([] when valid)
-  github  GitHub Actions workflow commands (::error file=F,line=L,title=FIELD::message),
-          so a CI run marks the offending lines
+  text    one "file:line: field: message" line per error, and per warning
+          with "warning: " before the message (default)
+  json    an array of {"file", "line", "field", "message", "severity"}
+          objects, severity "error" or "warning" ([] when valid, no warning)
+  github  GitHub Actions workflow commands (::error or ::warning
+          file=F,line=L,title=FIELD::message), so a CI run marks the lines
 
-Exit status: 0 when the files are valid, 1 on any error.`,
+Exit status: 0 when the files are valid (warnings or not, unless --strict),
+1 on any error.`,
 		Example: `  # Check procfleet.yaml in the current folder
   procfleet validate
 
   # Check a folder of fleet files and an extra file
   procfleet validate -f examples/quickstart -f extra.yaml
 
-  # In a GitHub Actions step: annotate the lines at fault
-  procfleet validate -f procfleet.yaml -o github`,
+  # In a GitHub Actions step: annotate the lines at fault, warnings failing too
+  procfleet validate -f procfleet.yaml -o github --strict`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			switch output {
@@ -53,7 +64,7 @@ Exit status: 0 when the files are valid, 1 on any error.`,
 			}
 			log := opts.Logger().WithName("validate")
 			fleet, err := spec.Load(opts.FleetPaths()...)
-			var list spec.ErrorList
+			var list, warnings spec.ErrorList
 			if err != nil {
 				list = fieldErrors(err)
 				if list == nil {
@@ -61,9 +72,16 @@ Exit status: 0 when the files are valid, 1 on any error.`,
 				}
 				log.V(1).Info("fleet files invalid", "paths", opts.FleetPaths(), "errors", len(list))
 			} else {
-				log.V(1).Info("fleet files valid", "files", fleet.Files, "servers", len(fleet.Servers))
+				warnings = append(append(warnings, fleet.Warnings...), fleet.ProgramWarnings()...)
+				warnings.Sort()
+				log.V(1).Info("fleet files valid", "files", fleet.Files, "servers", len(fleet.Servers), "warnings", len(warnings))
 			}
-			if werr := writeValidation(cmd.OutOrStdout(), output, fleet, list); werr != nil {
+			if strict {
+				list = append(list, warnings...)
+				list.Sort()
+				warnings = nil
+			}
+			if werr := writeValidation(cmd.OutOrStdout(), output, fleet, list, warnings); werr != nil {
 				return fmt.Errorf("validate: write output: %w", werr)
 			}
 			if len(list) > 0 {
@@ -74,6 +92,7 @@ Exit status: 0 when the files are valid, 1 on any error.`,
 	}
 	opts.addFileFlags(cmd)
 	cmd.Flags().StringVarP(&output, "output", "o", validateText, "output `FORMAT`: text, json or github")
+	cmd.Flags().BoolVar(&strict, "strict", false, "treat warnings as errors (exit 1)")
 	return cmd
 }
 
@@ -92,44 +111,75 @@ func fieldErrors(err error) spec.ErrorList {
 }
 
 // validationError is one line of validate's JSON output, the same shape as
-// the "errors" of status -o json.
+// the "errors" of status -o json plus its severity.
 type validationError struct {
-	File    string `json:"file"`
-	Line    int    `json:"line"`
-	Field   string `json:"field"`
-	Message string `json:"message"`
+	File     string `json:"file"`
+	Line     int    `json:"line"`
+	Field    string `json:"field"`
+	Message  string `json:"message"`
+	Severity string `json:"severity"` // "error" or "warning"
 }
 
-// writeValidation prints the outcome of loading the fleet in format.
-func writeValidation(w io.Writer, format string, fleet *spec.Fleet, list spec.ErrorList) error {
+// finding is an error or a warning, in the order printed.
+type finding struct {
+	*spec.FieldError
+	warning bool
+}
+
+// findings lists the errors, then the warnings.
+func findings(list, warnings spec.ErrorList) []finding {
+	out := make([]finding, 0, len(list)+len(warnings))
+	for _, e := range list {
+		out = append(out, finding{e, false})
+	}
+	for _, w := range warnings {
+		out = append(out, finding{w, true})
+	}
+	return out
+}
+
+// writeValidation prints the outcome of loading the fleet in format: the
+// errors, then the warnings.
+func writeValidation(w io.Writer, format string, fleet *spec.Fleet, list, warnings spec.ErrorList) error {
+	all := findings(list, warnings)
 	switch format {
 	case validateJSON:
-		out := make([]validationError, 0, len(list))
-		for _, e := range list {
-			out = append(out, validationError{File: e.File, Line: e.Line, Field: e.Field, Message: e.Message})
+		out := make([]validationError, 0, len(all))
+		for _, f := range all {
+			sev := "error"
+			if f.warning {
+				sev = "warning"
+			}
+			out = append(out, validationError{File: f.File, Line: f.Line, Field: f.Field, Message: f.Message, Severity: sev})
 		}
 		enc := json.NewEncoder(w)
 		enc.SetIndent("", "  ")
 		return enc.Encode(out)
 	case validateGitHub:
 		var b strings.Builder
-		for _, e := range list {
-			b.WriteString(githubAnnotation(e))
+		for _, f := range all {
+			b.WriteString(githubAnnotation(f.FieldError, f.warning))
 			b.WriteByte('\n')
 		}
 		if len(list) == 0 {
-			b.WriteString(okSummary(fleet))
+			b.WriteString(okSummary(fleet, len(warnings)))
 		}
 		_, err := io.WriteString(w, b.String())
 		return err
 	default:
 		var b strings.Builder
-		for _, e := range list {
-			b.WriteString(e.Error())
+		for _, f := range all {
+			if f.warning {
+				warned := *f.FieldError
+				warned.Message = "warning: " + warned.Message
+				b.WriteString(warned.Error())
+			} else {
+				b.WriteString(f.Error())
+			}
 			b.WriteByte('\n')
 		}
 		if len(list) == 0 {
-			b.WriteString(okSummary(fleet))
+			b.WriteString(okSummary(fleet, len(warnings)))
 		} else {
 			fmt.Fprintf(&b, "%s\n", plural(len(list), "error"))
 		}
@@ -139,10 +189,13 @@ func writeValidation(w io.Writer, format string, fleet *spec.Fleet, list spec.Er
 }
 
 // okSummary is the one line printed for a valid fleet.
-func okSummary(fleet *spec.Fleet) string {
+func okSummary(fleet *spec.Fleet, warnings int) string {
 	n, files := 0, 0
 	if fleet != nil {
 		n, files = len(fleet.Servers), len(fleet.Files)
+	}
+	if warnings > 0 {
+		return fmt.Sprintf("%s OK (%s), %s\n", plural(n, "server"), plural(files, "file"), plural(warnings, "warning"))
 	}
 	return fmt.Sprintf("%s OK (%s)\n", plural(n, "server"), plural(files, "file"))
 }
@@ -154,10 +207,10 @@ func plural(n int, noun string) string {
 	return strconv.Itoa(n) + " " + noun + "s"
 }
 
-// githubAnnotation formats e as a GitHub Actions error workflow command.
-// Properties and message are escaped as the runner expects (%, CR, LF, and in
-// properties also ':' and ',').
-func githubAnnotation(e *spec.FieldError) string {
+// githubAnnotation formats e as a GitHub Actions error (or warning)
+// workflow command. Properties and message are escaped as the runner
+// expects (%, CR, LF, and in properties also ':' and ',').
+func githubAnnotation(e *spec.FieldError, warning bool) string {
 	var props []string
 	if e.File != "" {
 		props = append(props, "file="+escapeGitHubProperty(e.File))
@@ -169,6 +222,9 @@ func githubAnnotation(e *spec.FieldError) string {
 		props = append(props, "title="+escapeGitHubProperty(e.Field))
 	}
 	cmd := "::error"
+	if warning {
+		cmd = "::warning"
+	}
 	if len(props) > 0 {
 		cmd += " " + strings.Join(props, ",")
 	}
