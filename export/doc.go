@@ -22,9 +22,19 @@
 //   - Output is deterministic: servers in name order, map keys sorted, so the
 //     files diff cleanly and golden tests hold.
 //
+// What procfleet computes is exported computed: $(NAME) in command, args
+// and env values is expanded against the fleet (env files, env, PORT, and
+// PROCFLEET_REPLICA/PROCFLEET_SERVER where the engine has an equivalent),
+// never against procfleet's own environment; a reference left as written is
+// a warning. Every engine gets PORT when the server has a port.
+//
 // Choices made where the engines differ from procfleet:
-//   - Kubernetes: restartPolicy Always becomes a Deployment (replicas 1,
-//     strategy Recreate: never two instances, like procfleet's replace);
+//   - Kubernetes: restartPolicy Always becomes a Deployment (strategy
+//     Recreate: never two instances, like procfleet's replace; with
+//     replicas, that many pods rolled one at a time, maxSurge 0 and
+//     maxUnavailable 1, every pod on spec.port, a warning);
+//     minReadySeconds (and its default) becomes the Deployment's;
+//     envFile variables are written inline, before env, with a warning;
 //     OnFailure and Never become a batch/v1 Job, whose pod restartPolicy
 //     is exactly that (a Deployment only allows Always). dependsOn becomes
 //     an init container that waits until the dependency's Service accepts
@@ -33,10 +43,16 @@
 //   - Nomad: one service job, one group per server, driver raw_exec (the
 //     same host, user and binaries as procfleet), static ports, services
 //     registered with Nomad's own provider unless an exec probe needs a
-//     Consul script check.
+//     Consul script check. replicas is the group's count, each allocation
+//     with a dynamic port (NOMAD_PORT_main, as PORT) and its index
+//     (NOMAD_ALLOC_INDEX, as PROCFLEET_REPLICA); minReadySeconds is
+//     min_healthy_time; envFile variables are written inline.
 //   - systemd: one <fleet>-<server>.service per server (Type=exec,
-//     KillMode=control-group, PartOf the target) and <fleet>.target that
-//     wants them all.
+//     KillMode=control-group, PartOf the target), or a template
+//     <fleet>-<server>@.service whose instance name is the replica's port
+//     (its index without a port), and <fleet>.target that wants them all;
+//     envFile stays a file (EnvironmentFile=); minReadySeconds is a
+//     warning.
 //
 // The package imports spec only; it reads no files and runs nothing.
 package export

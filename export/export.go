@@ -240,6 +240,92 @@ type fleet struct {
 	warnings []Warning
 }
 
+// Markers standing for values an engine fills in at run time (a systemd
+// template's instance, a Nomad allocation's port and index): they go
+// through $(NAME) expansion and the engine's escaping like any text, then
+// each engine replaces them. They are private-use runes, which no fleet
+// file is expected to hold.
+const (
+	markInstance   = "\uE000" // systemd: %i
+	markNomadPort  = "\uE001" // Nomad: ${NOMAD_PORT_main}
+	markNomadIndex = "\uE002" // Nomad: ${NOMAD_ALLOC_INDEX}
+)
+
+// view is a server as an engine runs it: command, args and the variables
+// of envFile and env with $(NAME) expanded against the values that engine
+// gives PORT, PROCFLEET_REPLICA and PROCFLEET_SERVER (given as own), but
+// not against procfleet's own environment, which the engine does not have.
+type view struct {
+	command, args []string
+	// env is what envFile and env set (without own), in order.
+	env []spec.Var
+	// fileVars counts the variables of env that come from env files.
+	fileVars int
+}
+
+// replicas is the number of instances: spec.replicas, 1 when absent.
+func replicas(s *spec.Server) int {
+	if s.Spec.Replicas == nil {
+		return 1
+	}
+	return *s.Spec.Replicas
+}
+
+// resolve builds the view of s with the given own variables, and warns
+// about each reference left as written: procfleet resolves it from its own
+// environment (or leaves it too), the engine will not.
+func (f *fleet) resolve(s *spec.Server, own []spec.Var, engine string) (view, error) {
+	name := s.Metadata.Name
+	if len(s.EnvFiles) != len(s.Spec.EnvFile) {
+		return view{}, fmt.Errorf("export %s: spec.envFile: the env files were not read (load the fleet with spec.Load)", name)
+	}
+	seen := map[spec.Reference]bool{}
+	r := s.Resolve(own, nil, func(ref spec.Reference) {
+		if seen[ref] {
+			return
+		}
+		seen[ref] = true
+		switch ref.Name {
+		case spec.EnvReplica, spec.EnvServer:
+			f.warn(name, ref.Field, "$(%s) has no %s equivalent here; written as is", ref.Name, engine)
+		default:
+			f.warn(name, ref.Field, "$(%s) is not set by the fleet (procfleet takes it from its own environment, if there); written as is, %s does not expand it from yours", ref.Name, engine)
+		}
+	})
+	v := view{command: r.Command, args: r.Args, env: r.Env[:len(r.Env)-len(own)]}
+	for _, e := range v.env {
+		if e.From.Kind == spec.FromEnvFile {
+			v.fileVars++
+		}
+	}
+	return v, nil
+}
+
+// ownVars are the variables procfleet sets, with the values given (an
+// empty value leaves the variable out, so a reference to it stays as
+// written).
+func ownVars(port, replica, server string) []spec.Var {
+	var own []spec.Var
+	for _, kv := range [][2]string{{spec.EnvPort, port}, {spec.EnvReplica, replica}, {spec.EnvServer, server}} {
+		if kv[1] != "" {
+			own = append(own, spec.Var{Name: kv[0], Value: kv[1], From: spec.VarSource{Kind: spec.FromProcfleet}})
+		}
+	}
+	return own
+}
+
+// warnEnvFilesInline says, per envFile entry, that its variables were
+// copied into the output.
+func (f *fleet) warnEnvFilesInline(s *spec.Server, into string) {
+	for i, e := range s.EnvFiles {
+		f.warn(s.Metadata.Name, fmt.Sprintf("spec.envFile[%d]", i), "the %d variables of %s are copied into the %s (values included: keep secrets out of it); export again after editing the file", len(e.Vars), s.Spec.EnvFile[i], into)
+	}
+}
+
+// minReadySeconds is the server's minimum ready time in whole seconds
+// (spec.minReadySeconds, or its default).
+func minReadySeconds(s *spec.Server) int { return int(s.Spec.MinReady().Seconds()) }
+
 func (f *fleet) warn(server, field, format string, args ...any) {
 	f.warnings = append(f.warnings, Warning{Server: server, Field: field, Message: fmt.Sprintf(format, args...)})
 }
@@ -279,9 +365,12 @@ func restartPolicy(s *spec.Server) spec.RestartPolicy {
 
 // probe is a spec.Probe with defaults filled and the port resolved.
 type probe struct {
-	kind             string // "httpGet", "tcpSocket", "exec"
-	path, host       string
-	port             int
+	kind       string // "httpGet", "tcpSocket", "exec"
+	path, host string
+	port       int
+	// ownPort is set when the probe had no port: it probes each instance's
+	// own port (spec.port + index), not port as written.
+	ownPort          bool
 	command          []string
 	initialDelay     int
 	period, timeout  int
@@ -302,11 +391,13 @@ func resolveProbe(p *spec.Probe, serverPort int, declared bool) probe {
 	switch {
 	case p.HTTPGet != nil:
 		r.kind, r.path, r.host, r.port = "httpGet", p.HTTPGet.Path, p.HTTPGet.Host, orDefault(p.HTTPGet.Port, serverPort)
+		r.ownPort = p.HTTPGet.Port == 0
 		if r.path == "" {
 			r.path = "/"
 		}
 	case p.TCPSocket != nil:
 		r.kind, r.host, r.port = "tcpSocket", p.TCPSocket.Host, orDefault(p.TCPSocket.Port, serverPort)
+		r.ownPort = p.TCPSocket.Port == 0
 	case p.Exec != nil:
 		r.kind, r.command = "exec", p.Exec.Command
 	}
@@ -347,8 +438,6 @@ func checkProbe(name, field string, p probe) error {
 	return nil
 }
 
-func argv(s *spec.Server) []string { return s.Spec.Argv() }
-
 func isLoopbackHost(h string) bool {
 	switch strings.Trim(strings.ToLower(h), "[]") {
 	case "", "localhost", "::1":
@@ -360,15 +449,17 @@ func isLoopbackHost(h string) bool {
 var loopbackAddr = regexp.MustCompile(`(?i)(?:127\.\d{1,3}\.\d{1,3}\.\d{1,3}|localhost|\[::1\]):(\d{1,5})`)
 
 // loopbackRefs finds "127.0.0.1:PORT"-like references, in argv and env
-// values, to the port of another server of the fleet. On one machine they
-// work; across machines they must name the other server. It returns
-// (field, address, server) triples in order.
-func (f *fleet) loopbackRefs(s *spec.Server) [][3]string {
+// values (after expansion), to a port of another server of the fleet. On
+// one machine they work; across machines they must name the other server.
+// It returns (field, address, server) triples in order.
+func (f *fleet) loopbackRefs(s *spec.Server, v view) [][3]string {
 	ports := map[int]string{}
 	for i := range f.servers {
 		o := &f.servers[i]
 		if o.Spec.Port > 0 && o.Metadata.Name != s.Metadata.Name {
-			ports[o.Spec.Port] = o.Metadata.Name
+			for j := range max(1, replicas(o)) {
+				ports[o.Spec.Port+j] = o.Metadata.Name
+			}
 		}
 	}
 	var out [][3]string
@@ -380,14 +471,18 @@ func (f *fleet) loopbackRefs(s *spec.Server) [][3]string {
 			}
 		}
 	}
-	for i, a := range s.Spec.Command {
+	for i, a := range v.command {
 		scan(fmt.Sprintf("spec.command[%d]", i), a)
 	}
-	for i, a := range s.Spec.Args {
+	for i, a := range v.args {
 		scan(fmt.Sprintf("spec.args[%d]", i), a)
 	}
-	for _, e := range s.Spec.Env {
-		scan(fmt.Sprintf("spec.env[%s]", e.Name), e.Value)
+	for _, e := range v.env {
+		field := fmt.Sprintf("spec.env[%s]", e.Name)
+		if e.From.Kind == spec.FromEnvFile {
+			field = e.From.Field + "[" + e.Name + "]"
+		}
+		scan(field, e.Value)
 	}
 	return out
 }

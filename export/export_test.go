@@ -18,13 +18,16 @@ var update = flag.Bool("update", false, "rewrite the golden files in testdata")
 
 // fleets are the test fleets in testdata, each read as if from
 // /srv/<name>/procfleet.yaml so that workingDir resolves to a fixed path.
-var fleets = []string{"quickstart", "everything"}
+var fleets = []string{"quickstart", "everything", "replicas"}
 
 func loadFleet(t *testing.T, name string) []spec.Server {
 	t.Helper()
 	data, err := os.ReadFile(filepath.Join("testdata", name+".yaml"))
 	if err != nil {
 		t.Fatal(err)
+	}
+	if env, err := os.ReadFile(filepath.Join("testdata", name+".env")); err == nil {
+		return loadWithEnvFile(t, name, data, env)
 	}
 	servers, err := spec.LoadBytes("/srv/"+name+"/procfleet.yaml", data)
 	if err != nil {
@@ -34,6 +37,33 @@ func loadFleet(t *testing.T, name string) []spec.Server {
 		t.Fatalf("validate %s: %v", name, errs)
 	}
 	return servers
+}
+
+// loadWithEnvFile loads the fleet through spec.Load, which reads env
+// files, from a temporary copy with env as .env, then moves its paths to
+// /srv/<name> as if it had been read there.
+func loadWithEnvFile(t *testing.T, name string, data, env []byte) []spec.Server {
+	t.Helper()
+	dir := t.TempDir()
+	for file, content := range map[string][]byte{"procfleet.yaml": data, ".env": env} {
+		if err := os.WriteFile(filepath.Join(dir, file), content, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f, err := spec.Load(filepath.Join(dir, "procfleet.yaml"))
+	if err != nil {
+		t.Fatalf("load %s: %v", name, err)
+	}
+	srv := "/srv/" + name
+	for i := range f.Servers {
+		s := &f.Servers[i]
+		s.Spec.WorkingDir = filepath.Join(srv, strings.TrimPrefix(s.Spec.WorkingDir, dir))
+		for j := range s.EnvFiles {
+			s.EnvFiles[j].Path = filepath.Join(srv, s.Spec.EnvFile[j])
+			s.EnvFiles[j].Name = s.Spec.EnvFile[j]
+		}
+	}
+	return f.Servers
 }
 
 // server returns the server called name in servers.
@@ -162,6 +192,11 @@ func TestExportErrors(t *testing.T) {
 			server(t, s, "api").Spec.WorkingDir = ""
 			return s
 		}, Options{}, `spec.command[0]: "./bin/api" is relative and spec.workingDir is not an absolute path`, nil},
+		{"env files not read", Nomad, func(t *testing.T) []spec.Server {
+			s := qs(t)
+			server(t, s, "api").Spec.EnvFile = []string{".env"}
+			return s
+		}, Options{}, "api: spec.envFile: the env files were not read (load the fleet with spec.Load)", nil},
 		{"service name starting with a digit", Kubernetes, func(t *testing.T) []spec.Server {
 			s := qs(t)
 			server(t, s, "backend").Metadata.Name = "1backend"

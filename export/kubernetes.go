@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"strconv"
 	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -101,19 +102,37 @@ func (f *fleet) k8sServer(s *spec.Server, image string) ([]any, error) {
 	selector := map[string]string{LabelName: name, LabelPartOf: f.opts.name()}
 	labels, annotations := f.k8sLabels(s, selector)
 
+	// Every pod of a Deployment is alike: PORT is spec.port in all of them,
+	// and no pod knows a replica index.
+	server := name
+	if s.Spec.Replicas != nil {
+		server = ""
+	}
+	v, err := f.resolve(s, ownVars(portString(port), "", server), "Kubernetes")
+	if err != nil {
+		return nil, err
+	}
 	c := corev1.Container{
 		Name:       name,
 		Image:      image,
-		Command:    k8sEscapeAll(s.Spec.Command),
-		Args:       k8sEscapeAll(s.Spec.Args),
+		Command:    k8sEscapeAll(v.command),
+		Args:       k8sEscapeAll(v.args),
 		WorkingDir: s.Spec.WorkingDir,
 	}
 	if s.Spec.WorkingDir != "" {
 		f.warn(name, "spec.workingDir", "%s is a path on this machine; the image must provide it (or drop it to use the image's WORKDIR)", s.Spec.WorkingDir)
 	}
-	for _, e := range s.Spec.Env {
+	if port > 0 {
+		c.Env = append(c.Env, corev1.EnvVar{Name: spec.EnvPort, Value: portString(port)})
+	}
+	f.warnEnvFilesInline(s, "manifest")
+	for _, e := range v.env {
+		field := "spec.env[" + e.Name + "]"
+		if e.From.Kind == spec.FromEnvFile {
+			field = e.From.Field + "[" + e.Name + "]"
+		}
 		if msgs := validation.IsEnvVarName(e.Name); len(msgs) > 0 {
-			f.warn(name, "spec.env["+e.Name+"]", "the name is accepted only by clusters with relaxed environment variable validation (%s)", msgs[0])
+			f.warn(name, field, "the name is accepted only by clusters with relaxed environment variable validation (%s)", msgs[0])
 		}
 		c.Env = append(c.Env, corev1.EnvVar{Name: e.Name, Value: k8sEscape(e.Value)})
 	}
@@ -125,7 +144,7 @@ func (f *fleet) k8sServer(s *spec.Server, image string) ([]any, error) {
 		c.Ports = []corev1.ContainerPort{{Name: portName, ContainerPort: int32(port), Protocol: corev1.ProtocolTCP}}
 		f.warn(name, "spec.port", "the server must listen on the pod's address (0.0.0.0 or ::), not only on loopback, for probes and the Service %s:%d to reach it", name, port)
 	}
-	for _, ref := range f.loopbackRefs(s) {
+	for _, ref := range f.loopbackRefs(s, v) {
 		f.warn(name, ref[0], "refers to %s, the port of %s on this machine; in Kubernetes use the Service %s:%d", ref[1], ref[2], ref[2], f.byName[ref[2]].Spec.Port)
 	}
 	if r, ok := readiness(s); ok {
@@ -161,6 +180,7 @@ func (f *fleet) k8sServer(s *spec.Server, image string) ([]any, error) {
 	meta := metav1.ObjectMeta{Name: name, Labels: labels, Annotations: annotations}
 	tmpl := corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels, Annotations: annotations}, Spec: pod}
 	startup := intOr(s.Spec.StartupTimeoutSeconds, defaultStartupTimeout)
+	n := int32(replicas(s))
 
 	var objs []any
 	switch rp := restartPolicy(s); rp {
@@ -170,15 +190,28 @@ func (f *fleet) k8sServer(s *spec.Server, image string) ([]any, error) {
 			TypeMeta:   metav1.TypeMeta{APIVersion: "apps/v1", Kind: "Deployment"},
 			ObjectMeta: meta,
 			Spec: appsv1.DeploymentSpec{
-				Replicas: ptr(int32(1)),
-				Selector: &metav1.LabelSelector{MatchLabels: selector},
+				Replicas:        ptr(n),
+				Selector:        &metav1.LabelSelector{MatchLabels: selector},
+				MinReadySeconds: int32(minReadySeconds(s)),
 				// Never two instances at once, as procfleet replaces a server.
 				Strategy: appsv1.DeploymentStrategy{Type: appsv1.RecreateDeploymentStrategyType},
 				Template: tmpl,
 			},
 		}
+		if s.Spec.Replicas != nil {
+			// As procfleet rolls replicas: one down at a time, never an
+			// extra one.
+			zero, one := intstr.FromInt32(0), intstr.FromInt32(1)
+			d.Spec.Strategy = appsv1.DeploymentStrategy{Type: appsv1.RollingUpdateDeploymentStrategyType,
+				RollingUpdate: &appsv1.RollingUpdateDeployment{MaxSurge: &zero, MaxUnavailable: &one}}
+			if port > 0 && n > 1 {
+				f.warn(name, "spec.replicas", "%d pods all listen on port %d behind the Service %s: per-replica ports (%d-%d under procfleet) do not exist in a Deployment", n, port, name, port, port+int(n)-1)
+			}
+		}
 		if startup > 0 {
-			d.Spec.ProgressDeadlineSeconds = ptr(int32(startup))
+			// The rollout also waits out minReadySeconds, and Kubernetes
+			// wants the deadline above it.
+			d.Spec.ProgressDeadlineSeconds = ptr(int32(startup + minReadySeconds(s)))
 		}
 		objs = append(objs, d)
 	case spec.RestartOnFailure, spec.RestartNever:
@@ -186,10 +219,16 @@ func (f *fleet) k8sServer(s *spec.Server, image string) ([]any, error) {
 			TypeMeta:   metav1.TypeMeta{APIVersion: "batch/v1", Kind: "Job"},
 			ObjectMeta: meta,
 			Spec: batchv1.JobSpec{
-				Parallelism: ptr(int32(1)),
-				Completions: ptr(int32(1)),
+				Parallelism: ptr(n),
+				Completions: ptr(n),
 				Template:    tmpl,
 			},
+		}
+		if s.Spec.Replicas != nil {
+			f.warn(name, "spec.replicas", "a Job runs %d pods alike (parallelism and completions %d), each on port %d, with no replica index", n, n, port)
+		}
+		if s.Spec.MinReadySeconds != nil {
+			f.warn(name, "spec.minReadySeconds", "%d: a Job has no minimum ready time; dropped", *s.Spec.MinReadySeconds)
 		}
 		if rp == spec.RestartOnFailure {
 			j.Spec.Template.Spec.RestartPolicy = corev1.RestartPolicyOnFailure
@@ -388,3 +427,11 @@ func prune(v any) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// portString is port as an environment value, "" for none.
+func portString(port int) string {
+	if port <= 0 {
+		return ""
+	}
+	return strconv.Itoa(port)
+}

@@ -110,13 +110,34 @@ func compact(v reflect.Value) any {
 	}
 }
 
+// nomadRuntime replaces the markers of values Nomad gives each allocation.
+var nomadRuntime = strings.NewReplacer(markNomadPort, "${NOMAD_PORT_"+mainPort+"}", markNomadIndex, "${NOMAD_ALLOC_INDEX}")
+
 func (f *fleet) nomadGroup(s *spec.Server) (*nomad.TaskGroup, error) {
 	name := s.Metadata.Name
-	exe, err := f.executable(s, "Nomad raw_exec")
+	// Replicas are allocations of one group (count): each gets its index as
+	// NOMAD_ALLOC_INDEX and, with a port, a dynamic port of its own.
+	replicated := s.Spec.Replicas != nil
+	own := ownVars(portString(s.Spec.Port), "", name)
+	if replicated {
+		port := ""
+		if s.Spec.Port > 0 {
+			port = markNomadPort
+		}
+		own = ownVars(port, markNomadIndex, name+"-"+markNomadIndex)
+	}
+	v, err := f.resolve(s, own, "Nomad")
 	if err != nil {
 		return nil, err
 	}
-	args := argv(s)[1:]
+	exe, err := f.executable(s, v, "Nomad raw_exec")
+	if err != nil {
+		return nil, err
+	}
+	args := append(v.command[1:len(v.command):len(v.command)], v.args...)
+	for i, a := range args {
+		args[i] = nomadRuntime.Replace(a)
+	}
 	config := map[string]any{"command": exe}
 	if len(args) > 0 {
 		config["args"] = args
@@ -134,19 +155,25 @@ func (f *fleet) nomadGroup(s *spec.Server) (*nomad.TaskGroup, error) {
 		KillTimeout: &grace,
 		KillSignal:  "SIGTERM",
 	}
-	if len(s.Spec.Env) > 0 {
-		task.Env = map[string]string{}
-		for _, e := range s.Spec.Env {
-			task.Env[e.Name] = e.Value
+	for _, o := range own {
+		if o.Name != spec.EnvServer {
+			v.env = append(v.env, o)
 		}
 	}
+	if len(v.env) > 0 {
+		task.Env = map[string]string{}
+		for _, e := range v.env {
+			task.Env[e.Name] = nomadRuntime.Replace(e.Value)
+		}
+	}
+	f.warnEnvFilesInline(s, "job")
 	f.nomadInterpolation(s)
-	for _, ref := range f.loopbackRefs(s) {
+	for _, ref := range f.loopbackRefs(s, v) {
 		f.warn(name, ref[0], "refers to %s, the port of %s on this machine; under Nomad the groups may be placed on different nodes (pin them with a constraint, or find %s through service discovery)", ref[1], ref[2], ref[2])
 	}
 	f.warnKillTimeout(s, "Nomad")
 
-	g := nomad.NewTaskGroup(name, 1)
+	g := nomad.NewTaskGroup(name, replicas(s))
 	g.Tasks = []*nomad.Task{task}
 	if len(s.Metadata.Labels) > 0 {
 		g.Meta = map[string]string{}
@@ -156,23 +183,36 @@ func (f *fleet) nomadGroup(s *spec.Server) (*nomad.TaskGroup, error) {
 	}
 
 	ports := map[int]string{}
-	var reserved []nomad.Port
-	if s.Spec.Port > 0 {
+	var reserved, dynamic []nomad.Port
+	switch {
+	case s.Spec.Port > 0 && replicated:
+		dynamic = append(dynamic, nomad.Port{Label: mainPort})
+	case s.Spec.Port > 0:
 		ports[s.Spec.Port] = mainPort
 		reserved = append(reserved, nomad.Port{Label: mainPort, Value: s.Spec.Port})
 	}
-	portLabel := func(p int) string {
-		if l, ok := ports[p]; ok {
+	// A probe without a port probes the allocation's own port; one written
+	// as a number is that static port, as procfleet uses it for every
+	// replica.
+	portLabel := func(p probe) string {
+		if p.ownPort && replicated {
+			return mainPort
+		}
+		if l, ok := ports[p.port]; ok {
 			return l
 		}
-		l := fmt.Sprintf("probe_%d", p)
-		ports[p] = l
-		reserved = append(reserved, nomad.Port{Label: l, Value: p})
+		l := fmt.Sprintf("probe_%d", p.port)
+		ports[p.port] = l
+		reserved = append(reserved, nomad.Port{Label: l, Value: p.port})
 		return l
 	}
 
 	svc := &nomad.Service{Name: name, Provider: "nomad"}
-	if s.Spec.Port > 0 {
+	switch {
+	case s.Spec.Port > 0 && replicated:
+		svc.PortLabel = mainPort
+		f.warn(name, "spec.replicas", "each of the %d allocations gets a dynamic port from Nomad (NOMAD_PORT_%s, given to the server as PORT), not %d + index; find them through the service %s", replicas(s), mainPort, s.Spec.Port, name)
+	case s.Spec.Port > 0:
 		svc.PortLabel = mainPort
 		f.warn(name, "spec.port", "%d is reserved as a static port on the node; the server must listen on the node's address, not only on loopback, for Nomad's checks and other nodes to reach it", s.Spec.Port)
 	}
@@ -214,8 +254,8 @@ func (f *fleet) nomadGroup(s *spec.Server) (*nomad.TaskGroup, error) {
 		}
 		svc.Checks = append(svc.Checks, *c)
 	}
-	if len(reserved) > 0 {
-		g.Networks = []*nomad.NetworkResource{{Mode: "host", ReservedPorts: reserved}}
+	if len(reserved) > 0 || len(dynamic) > 0 {
+		g.Networks = []*nomad.NetworkResource{{Mode: "host", ReservedPorts: reserved, DynamicPorts: dynamic}}
 	}
 	if len(svc.Checks) > 0 || s.Spec.Port > 0 {
 		task.Services = []*nomad.Service{svc}
@@ -226,10 +266,11 @@ func (f *fleet) nomadGroup(s *spec.Server) (*nomad.TaskGroup, error) {
 	if startup+time.Minute > progress {
 		progress = startup + time.Minute
 	}
-	zero := time.Duration(0)
+	// min_healthy_time is minReadySeconds: healthy, and still so after it.
+	minHealthy := s.Spec.MinReady()
 	g.Update = &nomad.UpdateStrategy{
 		HealthCheck:      &health,
-		MinHealthyTime:   &zero,
+		MinHealthyTime:   &minHealthy,
 		HealthyDeadline:  &startup,
 		ProgressDeadline: &progress,
 	}
@@ -250,7 +291,7 @@ func (f *fleet) nomadGroup(s *spec.Server) (*nomad.TaskGroup, error) {
 
 // nomadCheck maps one probe. For the readiness check the returned value's
 // thresholds are set; the liveness caller adjusts them.
-func (f *fleet) nomadCheck(s *spec.Server, field, checkName string, p probe, provider string, portLabel func(int) string) (*nomad.ServiceCheck, error) {
+func (f *fleet) nomadCheck(s *spec.Server, field, checkName string, p probe, provider string, portLabel func(probe) string) (*nomad.ServiceCheck, error) {
 	name := s.Metadata.Name
 	if err := checkProbe(name, field, p); err != nil {
 		return nil, err
@@ -263,10 +304,10 @@ func (f *fleet) nomadCheck(s *spec.Server, field, checkName string, p probe, pro
 	switch p.kind {
 	case "httpGet":
 		c.Type, c.Protocol, c.Path, c.Method = "http", "http", p.path, "GET"
-		c.PortLabel = portLabel(p.port)
+		c.PortLabel = portLabel(p)
 	case "tcpSocket":
 		c.Type = "tcp"
-		c.PortLabel = portLabel(p.port)
+		c.PortLabel = portLabel(p)
 	case "exec":
 		exe, err := f.resolveExecutable(s, field+".exec.command", p.command[0], "a Nomad script check")
 		if err != nil {
@@ -337,12 +378,12 @@ func (f *fleet) nomadInterpolation(s *spec.Server) {
 	}
 }
 
-// executable returns the absolute path of the server's command[0]; see
-// resolveExecutable.
-func (f *fleet) executable(s *spec.Server, engine string) (string, error) {
+// executable returns the absolute path of the server's command[0] after
+// expansion; see resolveExecutable.
+func (f *fleet) executable(s *spec.Server, v view, engine string) (string, error) {
 	var exe string
-	if len(s.Spec.Command) > 0 {
-		exe = s.Spec.Command[0]
+	if len(v.command) > 0 {
+		exe = v.command[0]
 	}
 	return f.resolveExecutable(s, "spec.command", exe, engine)
 }

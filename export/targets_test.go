@@ -148,8 +148,11 @@ func validateK8s(obj any) field.ErrorList {
 	switch o := obj.(type) {
 	case *appsv1.Deployment:
 		errs = append(errs, apivalidation.ValidateObjectMeta(&o.ObjectMeta, false, apivalidation.NameIsDNSSubdomain, field.NewPath("metadata"))...)
-		if o.Spec.Replicas == nil || *o.Spec.Replicas != 1 {
-			errs = append(errs, field.Invalid(field.NewPath("spec", "replicas"), o.Spec.Replicas, "want 1"))
+		if o.Spec.Replicas == nil || *o.Spec.Replicas < 0 {
+			errs = append(errs, field.Invalid(field.NewPath("spec", "replicas"), o.Spec.Replicas, "want a count"))
+		}
+		if ru := o.Spec.Strategy.RollingUpdate; ru != nil && ru.MaxSurge.IntValue() == 0 && ru.MaxUnavailable.IntValue() == 0 {
+			errs = append(errs, field.Invalid(field.NewPath("spec", "strategy"), ru, "maxSurge and maxUnavailable both 0"))
 		}
 		if d := o.Spec.ProgressDeadlineSeconds; d != nil && *d <= o.Spec.MinReadySeconds {
 			errs = append(errs, field.Invalid(field.NewPath("spec", "progressDeadlineSeconds"), *d, "must be greater than minReadySeconds"))
