@@ -74,6 +74,15 @@ func TestValidate(t *testing.T) {
 		{"bad github", []string{"validate", "--file", "testdata/bad.yaml", "-o", "github"}, 1, "validate-bad.github"},
 		{"good and bad", []string{"validate", "-f", "testdata/good.yaml", "-f", "testdata/bad.yaml"}, 1, "validate-both.txt"},
 		{"missing file", []string{"validate", "-f", "testdata/no-such-file.yaml"}, 1, "validate-missing.txt"},
+		// Warnings (an unresolved $(NAME), a ${NAME} nothing expands, an
+		// env file value taken literally, a program not in $PATH) are
+		// printed in every format and fail only with --strict.
+		{"warnings text", []string{"validate", "-f", "testdata/warn.yaml"}, 0, "validate-warn.txt"},
+		{"warnings json", []string{"validate", "-f", "testdata/warn.yaml", "-o", "json"}, 0, "validate-warn.json"},
+		{"warnings github", []string{"validate", "-f", "testdata/warn.yaml", "-o", "github"}, 0, "validate-warn.github"},
+		{"warnings strict", []string{"validate", "-f", "testdata/warn.yaml", "--strict"}, 1, "validate-warn-strict.txt"},
+		{"warnings strict github", []string{"validate", "-f", "testdata/warn.yaml", "--strict", "-o", "github"}, 1, "validate-warn-strict.github"},
+		{"strict without warnings", []string{"validate", "-f", "testdata/good.yaml", "--strict"}, 0, "validate-good.txt"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
