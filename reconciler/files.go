@@ -13,7 +13,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/fsnotify/fsnotify"
 	"github.com/go-logr/logr"
 	"k8s.io/utils/clock"
 
@@ -49,93 +48,128 @@ type FleetWatcherConfig struct {
 	// Zero means DefaultDebounce.
 	Debounce time.Duration
 	// Log receives the file events that count (V(1)), the ignored ones
-	// (V(2), once per name), reloads and load errors.
+	// (V(2), once per name), reloads, changes waiting for a writer, and
+	// load errors.
 	Log logr.Logger
-	// Clock drives the debounce timer. Nil means the real clock.
+	// Clock drives the debounce and the waits for unchanged content. Nil
+	// means the real clock.
 	Clock clock.WithTicker
+
+	// portable (tests only) makes the watcher use fsnotify and its rules
+	// where the platform has a watch of its own (Linux inotify).
+	portable bool
+	// noProbe (tests only) turns the writer probe off, as on a file
+	// system without leases.
+	noProbe bool
 }
 
 // FleetWatcher turns the fleet files into a stream of desired states.
 //
 // Guarantees:
-//   - it watches the folders that hold the files (and the folders of
-//     symlink targets), never the files themselves, so editors' rename-based
-//     saves are seen;
-//   - only events that can change what spec.Load reads count: a fleet file
+//   - It watches the folders that hold the files (and the folders of
+//     symlink targets) for names created, moved and removed, so editors'
+//     rename-based saves are seen. On Linux the kernel delivers only those
+//     name events for the folders, and content events (written, closed by
+//     a writer) only for the fleet files themselves: a log written beside
+//     procfleet.yaml costs the watcher nothing. Elsewhere fsnotify
+//     delivers every event in the folders and those on other names are
+//     dropped in user space.
+//   - Only events that can change what spec.Load reads count: a fleet file
 //     or path named on the command line, a file a fleet folder contributes
 //     (*.yaml, *.yml, not hidden), a symlink target of a fleet file, a fleet
 //     folder itself, and a Kubernetes ConfigMap's "..data" swap. Others (a
-//     log file written beside procfleet.yaml, an editor's swap or temp file)
-//     are ignored, logged at V(2);
-//   - file events are hints: after a quiet Debounce it re-reads every file
+//     log file, an editor's swap or temp file) are ignored, logged at V(2).
+//   - File events are hints: after a quiet Debounce it re-reads every file
 //     and compares content, so an atomic save, a vim-style save or a
-//     delete-then-recreate that leaves the content as it was changes nothing;
-//   - a read that differs from the fleet in force is applied at once only
-//     when every event since the last settled read put a whole file into
-//     place (a create or rename, see fastEligible), the read loads without
-//     errors, every file in it declares a server, and a second read right
-//     away gives the same content with no event arriving meanwhile. Any
-//     other differing read (after a write to a file, a folder file removed
-//     or renamed, an overflow or a resync, or a read with errors) is applied
-//     only when a second read one debounce later (at once for Reload) finds
-//     the same content and no file event arrived while reading, so a file
-//     caught between an in-place save's truncate and its write never prunes
-//     or changes servers;
-//   - a file that fails to load keeps the last good fleet in force; the
-//     errors are logged with file and line and reported in FleetUpdate.Errors;
-//   - an event queue overflow (fsnotify.ErrEventOverflow: events were lost),
-//     or Resync, re-reads everything, confirmed as above.
+//     delete-then-create that leaves the content as it was changes nothing.
+//   - A file caught half-written never stops, replaces or starts a server.
+//     A read that differs from the fleet in force is applied only once the
+//     files whose servers changed are known whole (the rule is confirmer's,
+//     a pure function): on Linux when no writer has them open (an in-place
+//     save is applied when its writer closes the file, however long it
+//     stalls before that; a file renamed into place at once); elsewhere,
+//     and on Linux where the writer cannot be known, a file written in
+//     place, created, or removed is applied once its content has stayed
+//     the same for 1 s; a file renamed into place when a second read at
+//     once agrees.
+//   - A file that fails to load keeps the last good fleet in force; the
+//     errors are logged with file and line and reported in
+//     FleetUpdate.Errors.
+//   - Lost events (an inotify queue overflow), a watched folder removed or
+//     moved, or Resync: every file is re-read, and a change is applied once
+//     it has stayed the same for 1 s (or its writer closed it).
+//
+// On Linux, whether a writer has a file open is asked of the kernel by
+// taking a read lease on it (fcntl F_SETLEASE), released at once: during
+// those microseconds another process's open of the file for writing waits
+// for the release (or fails with EWOULDBLOCK if it opened with O_NONBLOCK).
+// The probe is taken only on a changed file, after a read that differs from
+// the fleet in force.
 type FleetWatcher struct {
 	paths    []string
 	debounce time.Duration
 	log      logr.Logger
 	clock    clock.WithTicker
-	watcher  *fsnotify.Watcher
+	backend  watchBackend
 	resync   chan struct{}
 	reloads  chan chan struct{}
 
 	mu      sync.Mutex
 	current *spec.Fleet
 	errs    spec.ErrorList
-	prints  map[string][]byte
-	dirs    map[string]bool
+	prints  map[string][]byte // server -> fingerprint, in force
+	files   map[string][]byte // fleet file -> its servers' fingerprints, in force
 
-	// Owned by Run's goroutine (and NewFleetWatcher before it): which event
-	// names count (see watchDirs), and what the events that counted since
-	// the last settled read could have left behind.
-	rel     relevance
-	win     window
+	// Owned by Run's goroutine (and NewFleetWatcher before it).
+	conf    *confirmer
+	rel     relevance       // which event names count (see watchFiles)
 	ignored map[string]bool // names whose ignored events were logged
-
-	// Owned by Run's goroutine: the signature of the last read that differed
-	// from the fleet in force and is waiting for a confirming read, and how
-	// many reads were dropped in a row because files were still changing.
-	pending []byte
-	retries int
-	// confirms counts the confirming reads of pending so far when it leaves
-	// a file declaring no server (emptyFileConfirms).
-	confirms int
+	waiting []byte          // the pending read logged as waiting for a writer
 	// afterRead, when set (tests only), runs right after each read of the
 	// files, before the result is judged: it lets a test change a file at
 	// the instant an editor's in-place save would.
 	afterRead func()
+	// onReload, when set (tests only), is given the verdict that ends each
+	// reload.
+	onReload func(verdict)
 }
 
-// maxReloadRetries bounds how many reads in a row are dropped because file
-// events arrived while reading; after that a read is applied only once a
-// second read finds it unchanged.
-const maxReloadRetries = 8
+// watchBackend is the platform's file watch, used by Run's goroutine only.
+type watchBackend interface {
+	// closes says whether it reports writers' closes (opClosed).
+	closes() bool
+	// watch makes the watched folders (name events) and files (content
+	// events, where the backend watches files apart) these.
+	watch(folders, files []string) error
+	// rewatch moves file's content watch to what its name names now; it
+	// is called on every name event for a file that counts.
+	rewatch(file string)
+	// ready is signalled when events may be waiting, and closed when the
+	// backend fails.
+	ready() <-chan struct{}
+	// take returns the events waiting, every event the kernel queued
+	// before the call included where the backend reads the kernel itself.
+	take() []fileEvent
+	// probe says whether a writer has file open.
+	probe(file string) probeResult
+	// close stops the watch and waits for its goroutines.
+	close() error
+}
 
-// emptyFileConfirms is how many debounces in a row a read must stay the
-// same before it is applied when a file in it declares no server (16 x the
-// default 30 ms: about half a second). That is what an in-place save looks
-// like between its truncate and its write, and inotify never says the
-// writer has finished (IN_CLOSE_WRITE is not exported by fsnotify 1.10): a
-// writer stalled for longer than two debounces on a loaded machine was
-// read empty and its servers pruned (soak TestRegressInPlaceSaveChangesNothing,
-// about 1 run in 4 at load 6). A file emptied on purpose is applied half a
-// second later.
-const emptyFileConfirms = 16
+// fileEvent is one event from a backend. Names are as watched: a watched
+// folder (resolved, see canonDir) joined with the name in it, or a watched
+// file.
+type fileEvent struct {
+	name string
+	op   eventOp
+	// err, with opLost, is the error that lost events; nil for an overflow.
+	err error
+}
+
+// maxQueuedEvents bounds the events a backend keeps in user space (the
+// kernel's own default queue: fs.inotify.max_queued_events); past it they
+// are dropped and reported as lost.
+const maxQueuedEvents = 16384
 
 // NewFleetWatcher loads the fleet files and starts watching their folders.
 // A fleet that does not load is returned as the error (a spec.ErrorList):
@@ -148,7 +182,6 @@ func NewFleetWatcher(cfg FleetWatcherConfig) (*FleetWatcher, error) {
 		clock:    cfg.Clock,
 		resync:   make(chan struct{}, 1),
 		reloads:  make(chan chan struct{}),
-		dirs:     map[string]bool{},
 		ignored:  map[string]bool{},
 	}
 	if len(w.paths) == 0 {
@@ -160,17 +193,23 @@ func NewFleetWatcher(cfg FleetWatcherConfig) (*FleetWatcher, error) {
 	if w.clock == nil {
 		w.clock = clock.RealClock{}
 	}
-	fleet, err := spec.Load(w.paths...)
+	r := w.read()
+	if r.errs != nil {
+		return nil, r.errs
+	}
+	w.current, w.prints, w.files = r.fleet, r.prints, r.files
+	var err error
+	if cfg.portable {
+		w.backend, err = newFsnotifyBackend()
+	} else {
+		w.backend, err = newNativeBackend(!cfg.noProbe)
+	}
 	if err != nil {
 		return nil, err
 	}
-	w.current, w.prints = fleet, fingerprints(fleet)
-	w.watcher, err = fsnotify.NewWatcher()
-	if err != nil {
-		return nil, fmt.Errorf("watch fleet files: %w", err)
-	}
-	if err := w.watchDirs(fleet); err != nil {
-		_ = w.watcher.Close()
+	w.conf = newConfirmer(w.backend.closes(), w.debounce)
+	if err := w.watchFiles(r.fleet); err != nil {
+		_ = w.backend.close()
 		return nil, err
 	}
 	return w, nil
@@ -192,7 +231,9 @@ func (w *FleetWatcher) Resync() {
 }
 
 // Reload re-reads the files now and returns once the update (if any) was
-// delivered to Run's fn. It fails when Run is not running or ctx ends.
+// delivered to Run's fn. The caller has finished saving: a read that a
+// second read at once confirms is applied, whatever the events said. It
+// fails when Run is not running or ctx ends.
 func (w *FleetWatcher) Reload(ctx context.Context) error {
 	done := make(chan struct{})
 	select {
@@ -209,23 +250,24 @@ func (w *FleetWatcher) Reload(ctx context.Context) error {
 }
 
 // Run watches until ctx is done, calling fn on its own goroutine for every
-// update. It closes the watcher and drains its channels before returning.
+// update. It stops the watch and waits for its goroutines before returning.
 func (w *FleetWatcher) Run(ctx context.Context, fn func(FleetUpdate)) error {
-	defer func() {
-		_ = w.watcher.Close()
-		for range w.watcher.Events {
-		}
-		for range w.watcher.Errors {
-		}
-	}()
+	defer func() { _ = w.backend.close() }()
 	var timer clock.Timer
 	var fire <-chan time.Time
-	arm := func() {
+	arm := func(d time.Duration) {
 		if timer == nil {
-			timer = w.clock.NewTimer(w.debounce)
+			timer = w.clock.NewTimer(d)
 		} else {
-			timer.Stop()
-			timer.Reset(w.debounce)
+			if !timer.Stop() {
+				// Fired and not received (a fake clock keeps the value):
+				// drop it, or the read would come before d.
+				select {
+				case <-timer.C():
+				default:
+				}
+			}
+			timer.Reset(d)
 		}
 		fire = timer.C()
 	}
@@ -234,44 +276,33 @@ func (w *FleetWatcher) Run(ctx context.Context, fn func(FleetUpdate)) error {
 			timer.Stop()
 		}
 	}()
+	reload := func(explicit bool) {
+		if d, ok := w.reload(fn, explicit); ok {
+			arm(d)
+		} else if timer != nil {
+			timer.Stop()
+			fire = nil
+		}
+	}
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
-		case ev, ok := <-w.watcher.Events:
+		case _, ok := <-w.backend.ready():
 			if !ok {
 				return errors.New("watch fleet files: watcher closed")
 			}
-			if w.note(ev, "File event") {
-				arm()
+			if w.noteAll(w.backend.take(), "File event") {
+				arm(w.debounce)
 			}
-		case err, ok := <-w.watcher.Errors:
-			if !ok {
-				return errors.New("watch fleet files: watcher closed")
-			}
-			if errors.Is(err, fsnotify.ErrEventOverflow) {
-				w.log.Info("File events overflowed; re-reading every fleet file")
-			} else {
-				w.log.Error(err, "File watch error; re-reading every fleet file")
-			}
-			// Events were lost: what they were is unknown, so the read is
-			// confirmed.
-			w.win.unknown()
-			arm()
 		case <-fire:
 			fire = nil
-			if w.reload(fn, false) {
-				arm()
-			}
+			reload(false)
 		case <-w.resync:
-			w.win.unknown()
-			if w.reload(fn, false) {
-				arm()
-			}
+			w.conf.event("", opLost)
+			reload(false)
 		case done := <-w.reloads:
-			if w.reload(fn, true) {
-				arm()
-			}
+			reload(true)
 			close(done)
 		}
 	}
@@ -281,7 +312,8 @@ func (w *FleetWatcher) Run(ctx context.Context, fn func(FleetUpdate)) error {
 type readResult struct {
 	fleet  *spec.Fleet
 	errs   spec.ErrorList
-	prints map[string][]byte
+	prints map[string][]byte // server -> fingerprint
+	files  map[string][]byte // fleet file -> its servers' fingerprints
 	sig    []byte
 }
 
@@ -305,151 +337,199 @@ func (w *FleetWatcher) read() readResult {
 	if err != nil {
 		sig = []byte(err.Error())
 	}
-	return readResult{fleet: fleet, prints: prints, sig: append([]byte("fleet\n"), sig...)}
+	return readResult{fleet: fleet, prints: prints, files: filePrints(fleet, prints), sig: append([]byte("fleet\n"), sig...)}
 }
 
-// eventsArrived drains the file events that came while the files were read,
-// notes them in w.win, and says whether any of them counted.
-func (w *FleetWatcher) eventsArrived() bool {
-	n := 0
-	for {
-		select {
-		case ev, ok := <-w.watcher.Events:
-			if !ok {
-				return n > 0
-			}
-			if w.note(ev, "File event while reading") {
-				n++
-			}
-		default:
-			return n > 0
+// filePrints maps each fleet file to the names and fingerprints of the
+// servers it declares (empty, not nil, for a file that declares none).
+func filePrints(f *spec.Fleet, prints map[string][]byte) map[string][]byte {
+	m := make(map[string][]byte, len(f.Files))
+	for _, file := range f.Files {
+		m[file] = []byte{}
+	}
+	for i := range f.Servers { // sorted by name
+		s := &f.Servers[i]
+		b := append(m[s.Source.File], s.Metadata.Name...)
+		b = append(b, 0)
+		b = append(b, prints[s.Metadata.Name]...)
+		m[s.Source.File] = append(b, '\n')
+	}
+	return m
+}
+
+// noteAll notes events and says whether any of them counted.
+func (w *FleetWatcher) noteAll(evs []fileEvent, msg string) bool {
+	counted := false
+	for _, ev := range evs {
+		if w.note(ev, msg) {
+			counted = true
 		}
 	}
+	return counted
 }
 
-// reload re-reads every file and reports what changed, if anything. It
-// returns true when the files must be read again after a debounce.
-//
-// A read that differs from the fleet in force is applied only once
-// confirmed, so a file caught between an in-place save's truncate and its
-// write, read as empty or partial, never prunes or changes servers:
-//
-//   - fast, at once, when the events since the last settled read all put
-//     whole files into place (fastEligible), the read has no errors, every
-//     file in it declares a server (an empty file, just created and not yet
-//     written, is not taken for a fleet without its servers), and a second
-//     read right away gives the same content with no event arriving during
-//     either read;
-//   - otherwise by a second identical read one debounce later (or at once
-//     for an explicit Reload: its caller has finished saving), with no file
-//     event arriving while reading.
-//
-// Why the fast path is safe: a file renamed into place was complete before
-// its name appeared; a file created in place can only hold part of its
-// content after a write, which is a Write event, and until then it is
-// empty (declaresEveryFile). What it still trusts is event delivery: a
-// write made just before the read whose event has not reached the
-// watcher by the end of both reads would go unseen for those reads (it
-// is seen afterwards and read again). The delayed confirmation has its
-// own limit: inotify never says a writer has finished (fsnotify 1.10
-// keeps IN_CLOSE_WRITE unexported), so a writer stalled between truncate
-// and write for longer than two debounces is read as it stands -- except
-// that a read in which a file declares no server (an emptied file) must
-// stay the same for emptyFileConfirms debounces first.
-//
-// A read is settled when it is applied or matches the fleet in force; the
-// events noted before an unsettled one stay in the window, so a write to
-// one file is still confirmed when a rename into place of another follows.
-func (w *FleetWatcher) reload(fn func(FleetUpdate), explicit bool) (again bool) {
-	before := w.win
-	w.win = window{}
-	unsettled := func() bool {
-		w.win.merge(before)
+// note classifies one file event, logs it, and gives it to the confirmer
+// when it counts; it says whether it counts.
+func (w *FleetWatcher) note(ev fileEvent, msg string) bool {
+	if ev.op == opLost {
+		switch {
+		case ev.err != nil:
+			w.log.Error(ev.err, "File watch error; re-reading every fleet file")
+		case ev.name == "":
+			w.log.Info("File events overflowed; re-reading every fleet file")
+		default:
+			w.log.Info("Watched folder removed or moved; re-reading every fleet file", "folder", ev.name)
+		}
+		w.conf.event("", opLost)
 		return true
 	}
-	r := w.read()
-	arrived := w.eventsArrived()
-	if explicit {
-		// The caller has finished saving: a second read now confirms.
-		if r2 := w.read(); !bytes.Equal(r.sig, r2.sig) {
-			w.log.Info("Fleet files changed while being read; reading again after the debounce")
-			w.pending, w.confirms = r2.sig, 0
-			w.win.unknown()
-			return unsettled()
+	kind := w.rel.classify(ev.name)
+	if kind == nameIgnored {
+		// Once per name: a log written at V(2) beside the fleet files
+		// would otherwise log its own events for ever.
+		if w.log.V(2).Enabled() && !w.ignored[ev.name] {
+			if len(w.ignored) >= maxIgnoredLogged {
+				clear(w.ignored)
+			}
+			w.ignored[ev.name] = true
+			w.log.V(2).Info("File event ignored", "file", ev.name, "op", ev.op.String())
 		}
-	} else if arrived && w.retries < maxReloadRetries {
-		w.retries++
-		w.pending, w.confirms = nil, 0
-		w.log.V(1).Info("Fleet files changed while being read; reading again after the debounce", "retry", w.retries)
-		return unsettled()
+		return false
 	}
-	w.retries = 0
+	w.log.V(1).Info(msg, "file", ev.name, "op", ev.op.String())
+	switch {
+	case kind == nameFolder:
+		// A fleet folder created, moved or removed: what it holds now is
+		// not known from events.
+		w.conf.event(ev.name, opLost)
+	case kind == nameFile && (ev.op == opPlaced || ev.op == opCreated || ev.op == opAppeared || ev.op == opRemoved):
+		w.backend.rewatch(ev.name)
+		w.conf.event(ev.name, ev.op)
+	default:
+		w.conf.event(ev.name, ev.op)
+	}
+	return true
+}
 
-	w.mu.Lock()
-	inForce := sameAsInForce(r, w.prints, w.errs)
-	w.mu.Unlock()
-	if inForce {
-		w.pending, w.confirms = nil, 0
+// maxExplicitReads bounds the reads at once of one Reload whose reads keep
+// differing; after them it reads again after the debounce.
+const maxExplicitReads = 4
+
+// reload reads every file and judges the read (confirmer): applies it,
+// or says after how long to read again.
+func (w *FleetWatcher) reload(fn func(FleetUpdate), explicit bool) (again time.Duration, ok bool) {
+	reads := 1
+	if explicit {
+		reads = maxExplicitReads
+	}
+	var r readResult
+	var v verdict
+	for i := 0; i < reads; i++ {
+		r = w.read()
+		v = w.conf.judge(w.facts(r, explicit), w.clock.Now())
+		if v.kind != verdictReread || v.after > 0 {
+			break
+		}
+		// A second read at once confirms: the next one, if any.
+		reads = max(reads, 2)
+	}
+	if w.onReload != nil {
+		defer w.onReload(v)
+	}
+	switch v.kind {
+	case verdictSettled:
+		w.waiting = nil
 		if r.fleet != nil {
-			if err := w.watchDirs(r.fleet); err != nil {
-				w.log.Error(err, "Cannot watch a fleet folder")
+			if err := w.watchFiles(r.fleet); err != nil {
+				w.log.Error(err, "Cannot watch the fleet files")
 			}
 		}
 		w.log.V(1).Info("Fleet files re-read; no change")
-		return arrived
+		return 0, false
+	case verdictApply:
+		w.waiting = nil
+		w.log.V(1).Info("Fleet files change confirmed", "why", v.why)
+		w.apply(r, fn)
+		return 0, false
+	case verdictWriter:
+		if !bytes.Equal(w.waiting, r.sig) {
+			w.waiting = r.sig
+			w.log.Info("Fleet file change waits for its writer to close the file", "files", v.files)
+		}
+		return v.after, true
 	}
-	if !explicit && !bytes.Equal(r.sig, w.pending) {
-		if !arrived && before.fastEligible() && declaresEveryFile(r) {
-			if w.confirmNow(r) {
-				w.pending, w.confirms = nil, 0
-				w.log.V(1).Info("Fleet files put into place whole; applying at once")
-				w.apply(r, fn)
-				return false
+	w.log.V(1).Info("Fleet files differ from the fleet in force; reading again", "why", v.why, "files", v.files, "after", v.after)
+	return max(v.after, w.debounce), true
+}
+
+// facts gathers what the confirmer judges a read by: whether it is the
+// fleet in force, the changed files and their writer probes, and the
+// events that arrived meanwhile (taken after the probes; see confirmer).
+func (w *FleetWatcher) facts(r readResult, explicit bool) readFacts {
+	f := readFacts{sig: r.sig, explicit: explicit}
+	w.mu.Lock()
+	f.inForce = sameAsInForce(r, w.prints, w.errs)
+	inForce := w.files
+	w.mu.Unlock()
+	if !f.inForce && !explicit {
+		f.files = w.readFiles(r, inForce)
+	}
+	f.arrived = w.noteAll(w.backend.take(), "File event while reading")
+	return f
+}
+
+// readFiles lists the files of read r and of the fleet in force, whether
+// each changed, and, for the changed ones, what the writer probe finds.
+// When r has errors the files it read are unknown: every file in force and
+// every file with events is taken as changed.
+func (w *FleetWatcher) readFiles(r readResult, inForce map[string][]byte) []readFile {
+	var out []readFile
+	covered := map[string]bool{}
+	add := func(file string, keys []string) {
+		now, present := r.files[file]
+		was, wasPresent := inForce[file]
+		rf := readFile{
+			keys:     keys,
+			changed:  r.errs != nil || present != wasPresent || !bytes.Equal(now, was),
+			declares: len(now) > 0,
+		}
+		if rf.changed && (present || r.errs != nil) {
+			rf.probe = w.backend.probe(keys[0])
+		}
+		for _, k := range keys {
+			covered[k] = true
+		}
+		out = append(out, rf)
+	}
+	seen := map[string]bool{}
+	if r.fleet != nil {
+		for _, file := range r.fleet.Files {
+			seen[file] = true
+			add(file, fileKeys(file))
+		}
+	}
+	for _, file := range sortedKeys(inForce) {
+		if !seen[file] {
+			add(file, fileKeys(file))
+		}
+	}
+	if r.errs != nil {
+		for _, k := range sortedKeys(w.conf.files) {
+			if !covered[k] && w.rel.classify(k) == nameFile {
+				add(k, []string{k})
 			}
-			w.win.unknown()
-		}
-		// First sight of this content: confirm it before anything running
-		// is stopped, pruned or changed on its account.
-		w.pending, w.confirms = r.sig, 0
-		w.log.V(1).Info("Fleet files differ from the fleet in force; confirming with a second read")
-		return unsettled()
-	}
-	if !explicit && r.fleet != nil && !declaresEveryFile(r) && w.confirms < emptyFileConfirms {
-		w.confirms++
-		w.log.V(1).Info("A fleet file declares no server; confirming again after the debounce", "confirms", w.confirms)
-		return unsettled()
-	}
-	w.pending, w.confirms = nil, 0
-	w.apply(r, fn)
-	return arrived
-}
-
-// confirmNow reads the files again at once and says whether they gave r's
-// content with no event counting during the read.
-func (w *FleetWatcher) confirmNow(r readResult) bool {
-	r2 := w.read()
-	arrived := w.eventsArrived()
-	return !arrived && bytes.Equal(r.sig, r2.sig)
-}
-
-// declaresEveryFile says whether r loaded without errors and every file it
-// read declares at least one server. A file created by open(O_CREAT) is
-// empty until its writer's first write, and that write is an event of its
-// own; a file with no server is read as such and confirmed the slow way.
-func declaresEveryFile(r readResult) bool {
-	if r.fleet == nil || r.errs != nil {
-		return false
-	}
-	declared := make(map[string]bool, len(r.fleet.Files))
-	for i := range r.fleet.Servers {
-		declared[r.fleet.Servers[i].Source.File] = true
-	}
-	for _, f := range r.fleet.Files {
-		if !declared[f] {
-			return false
 		}
 	}
-	return true
+	return out
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
 }
 
 // sameAsInForce says whether r matches the fleet and errors in force.
@@ -475,10 +555,10 @@ func (w *FleetWatcher) apply(r readResult, fn func(FleetUpdate)) {
 	}
 	changed := changedNames(w.prints, r.prints)
 	hadErrs := len(w.errs) > 0
-	w.current, w.prints, w.errs = r.fleet, r.prints, nil
+	w.current, w.prints, w.files, w.errs = r.fleet, r.prints, r.files, nil
 	w.mu.Unlock()
-	if err := w.watchDirs(r.fleet); err != nil {
-		w.log.Error(err, "Cannot watch a fleet folder")
+	if err := w.watchFiles(r.fleet); err != nil {
+		w.log.Error(err, "Cannot watch the fleet files")
 	}
 	if len(changed) == 0 && !hadErrs {
 		return
@@ -487,71 +567,60 @@ func (w *FleetWatcher) apply(r readResult, fn func(FleetUpdate)) {
 	fn(FleetUpdate{Fleet: r.fleet, Changed: changed})
 }
 
-// watchDirs adds the folders to watch: each folder path itself, the folder
-// of each file path, and the folders of symlink targets. It also sets which
-// event names count from now on (w.rel).
-func (w *FleetWatcher) watchDirs(fleet *spec.Fleet) error {
-	want := map[string]bool{}
-	rel := relevance{files: map[string]bool{}, folders: map[string]bool{}, canon: map[string]string{}}
-	canon := func(dir string) string {
-		if c, ok := rel.canon[dir]; ok {
-			return c
-		}
-		c := canonDir(dir)
-		rel.canon[dir] = c
-		return c
-	}
+// watchFiles makes the backend watch the folders that hold the files (each
+// folder path, the folder of each file path, and the folders of symlink
+// targets) and the files themselves, and sets which event names count from
+// now on (w.rel).
+func (w *FleetWatcher) watchFiles(fleet *spec.Fleet) error {
+	rel := relevance{files: map[string]bool{}, folders: map[string]bool{}}
+	folders := map[string]bool{}
+	var files []string
 	addFile := func(p string) {
-		a := absPath(p)
-		rel.files[filepath.Join(canon(filepath.Dir(a)), filepath.Base(a))] = true
-	}
-	addTarget := func(p string) {
-		if fi, err := os.Lstat(p); err == nil && fi.Mode()&os.ModeSymlink != 0 {
-			if real, err := filepath.EvalSymlinks(p); err == nil {
-				real = absPath(real)
-				if rfi, err := os.Stat(real); err == nil && rfi.IsDir() {
-					want[real] = true
-				} else {
-					want[filepath.Dir(real)] = true
-					addFile(real)
-				}
+		for _, k := range fileKeys(p) {
+			if !rel.files[k] {
+				rel.files[k] = true
+				files = append(files, k)
+				folders[filepath.Dir(k)] = true
 			}
 		}
 	}
 	for _, p := range w.paths {
-		a := absPath(p)
 		if fi, err := os.Stat(p); err == nil && fi.IsDir() {
-			want[a] = true
-			rel.folders[canon(a)] = true
-		} else {
-			want[filepath.Dir(a)] = true
-			addFile(a)
+			c := canonDir(p)
+			folders[c] = true
+			rel.folders[c] = true
+			continue
 		}
-		addTarget(p)
+		addFile(p)
 	}
 	if fleet != nil {
 		for _, f := range fleet.Files {
 			addFile(f)
-			addTarget(f)
 		}
-	}
-	for dir := range want {
-		canon(dir)
+		for _, f := range watchedExtras(fleet) {
+			addFile(f)
+		}
 	}
 	w.rel = rel
-	var errs []error
-	for dir := range want {
-		if w.dirs[dir] {
-			continue
+	return w.backend.watch(sortedKeys(folders), files)
+}
+
+// watchedExtras lists the files other than fleet files that fleet reads
+// and that are watched like fleet files: its env files (spec.envFile).
+// spec does not list them yet; this is the seam for it.
+func watchedExtras(*spec.Fleet) []string { return nil }
+
+// fileKeys names a file path as events name it: its folder resolved
+// (canonDir), and its symlink target's resolved path when it is a link.
+func fileKeys(p string) []string {
+	a := absPath(p)
+	keys := []string{filepath.Join(canonDir(filepath.Dir(a)), filepath.Base(a))}
+	if fi, err := os.Lstat(a); err == nil && fi.Mode()&os.ModeSymlink != 0 {
+		if real, err := filepath.EvalSymlinks(a); err == nil && absPath(real) != keys[0] {
+			keys = append(keys, absPath(real))
 		}
-		if err := w.watcher.Add(dir); err != nil {
-			errs = append(errs, fmt.Errorf("watch fleet folder %s: %w", dir, err))
-			continue
-		}
-		w.dirs[dir] = true
-		w.log.V(1).Info("Watching folder", "folder", dir)
 	}
-	return errors.Join(errs...)
+	return keys
 }
 
 // maxIgnoredLogged bounds the names remembered as logged ignored.
@@ -561,44 +630,36 @@ const maxIgnoredLogged = 1024
 // (a symlink to the folder of the new files) when its content changes.
 const configMapData = "..data"
 
-// relevance says which file event names can change what spec.Load reads.
-// Names are compared with their folder's symlinks resolved, because a
-// folder watched under two names (a symlink and its target) reports its
-// events under only one of them.
+// nameKind is what an event's name is to the fleet.
+type nameKind uint8
+
+const (
+	nameIgnored nameKind = iota // cannot change what spec.Load reads
+	nameFile                    // a fleet file, file path, symlink target or fleet folder file
+	nameFolder                  // a fleet folder itself
+	nameSwap                    // a ConfigMap's "..data" swap
+)
+
+// relevance says which event names can change what spec.Load reads. Names
+// are resolved paths (see canonDir): backends watch resolved folders.
 type relevance struct {
-	files   map[string]bool   // fleet files, file paths and symlink targets
-	folders map[string]bool   // folder paths
-	canon   map[string]string // watched folder (absolute) -> resolved
+	files   map[string]bool // fleet files, file paths and symlink targets
+	folders map[string]bool // fleet folder paths
 }
 
-// classify says whether an event on name counts, and whether name is a file
-// a fleet folder contributes (removing one removes its servers).
-func (rel relevance) classify(name string) (counts, member bool) {
+// classify says what name is to the fleet.
+func (rel relevance) classify(name string) nameKind {
 	name = filepath.Clean(name)
 	base := filepath.Base(name)
-	if base == configMapData {
-		return true, false
+	switch {
+	case base == configMapData:
+		return nameSwap
+	case rel.folders[name]:
+		return nameFolder
+	case rel.files[name], rel.folders[filepath.Dir(name)] && loaderReads(base):
+		return nameFile
 	}
-	if c, ok := rel.canon[name]; ok && rel.folders[c] {
-		return true, false // a fleet folder itself
-	}
-	dir := filepath.Dir(name)
-	if c, ok := rel.canon[dir]; ok {
-		dir = c
-	}
-	if rel.folders[dir] && loaderReads(base) {
-		return true, true
-	}
-	return rel.files[filepath.Join(dir, base)], false
-}
-
-// isFolder says whether name is a fleet folder.
-func (rel relevance) isFolder(name string) bool {
-	name = filepath.Clean(name)
-	if c, ok := rel.canon[name]; ok {
-		name = c
-	}
-	return rel.folders[name]
+	return nameIgnored
 }
 
 // loaderReads says whether spec.Load reads a file of this name in a fleet
@@ -625,71 +686,6 @@ func canonDir(dir string) string {
 		return absPath(real)
 	}
 	return a
-}
-
-// window is what the events that counted since the last settled read (see
-// reload) could have left behind.
-type window struct {
-	counted bool // an event counted
-	unsafe  bool // one may have left a file half-written or a folder file missing, or events were lost
-}
-
-// unknown marks the window as one whose events are not known (an overflow,
-// a resync, a read that changed under the watcher).
-func (w *window) unknown() { w.unsafe = true }
-
-func (w *window) merge(o window) {
-	w.counted = w.counted || o.counted
-	w.unsafe = w.unsafe || o.unsafe
-}
-
-// fastEligible says whether every event of the window put a whole file into
-// place, so the files it names cannot be read half-written:
-//
-//   - Create is a rename into place (IN_MOVED_TO: an atomic save, rsync, a
-//     ConfigMap's "..data" swap), a link, or a file created by open(O_CREAT)
-//     with nothing written yet; a write would be a Write event of its own,
-//     and the empty file is caught by declaresEveryFile;
-//   - Chmod changes no content;
-//   - Remove or Rename of a fleet file named as a path, or of a symlink
-//     target, leaves it missing, which is a load error, never applied fast.
-//
-// Anything else is unsafe: a Write (an in-place save between O_TRUNC and
-// its last write; inotify cannot say when the writer closed the file, and
-// fsnotify 1.10 does not export IN_CLOSE_WRITE), a Remove or Rename of a
-// file in a fleet folder (vim's backup rename leaves the folder without it
-// for a moment, which reads as its servers removed), any event on a fleet
-// folder itself, and lost events.
-func (w window) fastEligible() bool { return w.counted && !w.unsafe }
-
-// note classifies one file event, logs it, and records it in w.win when it
-// counts; it says whether it counts.
-func (w *FleetWatcher) note(ev fsnotify.Event, msg string) bool {
-	if ev.Has(fsnotify.Remove) || ev.Has(fsnotify.Rename) {
-		// A watched folder removed or moved takes its watch with it; a
-		// later read adds it again if it is back.
-		delete(w.dirs, filepath.Clean(ev.Name))
-	}
-	counts, member := w.rel.classify(ev.Name)
-	if !counts {
-		// Once per name: a log written at V(2) beside the fleet files
-		// would otherwise log its own events for ever.
-		if w.log.V(2).Enabled() && !w.ignored[ev.Name] {
-			if len(w.ignored) >= maxIgnoredLogged {
-				clear(w.ignored)
-			}
-			w.ignored[ev.Name] = true
-			w.log.V(2).Info("File event ignored", "file", ev.Name, "op", ev.Op.String())
-		}
-		return false
-	}
-	w.log.V(1).Info(msg, "file", ev.Name, "op", ev.Op.String())
-	w.win.counted = true
-	if ev.Has(fsnotify.Write) || w.rel.isFolder(ev.Name) ||
-		(member && (ev.Has(fsnotify.Remove) || ev.Has(fsnotify.Rename))) {
-		w.win.unsafe = true
-	}
-	return true
 }
 
 // fingerprints maps each server to its full content (every field but its

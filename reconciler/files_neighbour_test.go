@@ -100,20 +100,21 @@ func cpuTime(b *testing.B) time.Duration {
 // BenchmarkFleetWatcherBusyNeighbour measures what a log file written at
 // 3 MB/s beside the fleet file costs the watcher: the CPU this process uses
 // (the writer is a child, not counted) while the neighbour writes one
-// second's worth, per op. "idle" is the same without a watcher: the test
-// binary's own floor. Reported as cpu-ms/op and %core (CPU over wall time).
+// second's worth, per op. "native" is the platform's watch, "portable"
+// fsnotify forced (the same where there is no other), "idle" no watcher:
+// the test binary's own floor. Reported as cpu-ms/op and %core (CPU over
+// wall time).
 func BenchmarkFleetWatcherBusyNeighbour(b *testing.B) {
 	const rate = 3 << 20 // bytes a second
-	for _, watching := range []bool{true, false} {
-		name := map[bool]string{true: "watching", false: "idle"}[watching]
-		b.Run(name, func(b *testing.B) {
+	for _, mode := range []string{"native", "portable", "idle"} {
+		b.Run(mode, func(b *testing.B) {
 			dir := b.TempDir()
 			main := filepath.Join(dir, "procfleet.yaml")
 			if err := os.WriteFile(main, []byte(fleetYAML(serverYAML("api", "1"))), 0o644); err != nil {
 				b.Fatal(err)
 			}
-			if watching {
-				w, err := NewFleetWatcher(FleetWatcherConfig{Paths: []string{main}, Log: logr.Discard()})
+			if mode != "idle" {
+				w, err := NewFleetWatcher(FleetWatcherConfig{Paths: []string{main}, Log: logr.Discard(), portable: mode == "portable"})
 				if err != nil {
 					b.Fatal(err)
 				}
