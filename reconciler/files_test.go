@@ -1107,12 +1107,12 @@ func testOverflow(t *testing.T, m watcherMode, files, limit int) {
 }
 
 // BenchmarkFleetWatcherSaveToUpdate measures the watcher's share of the
-// edit-to-Ready target: from an atomic save (write a temp file, rename it
-// over the fleet file, as editors and the bench do) of a 100-server fleet
-// with one server's args changed, to the FleetUpdate naming that server.
+// edit-to-Ready target: from a save of a 100-server fleet with one
+// server's args changed to the FleetUpdate naming that server. "atomic"
+// writes a temp file and renames it over the fleet file, as many editors
+// and the bench do; "in-place" writes into the fleet file (O_TRUNC, write,
+// close), as VS Code does.
 func BenchmarkFleetWatcherSaveToUpdate(b *testing.B) {
-	dir := b.TempDir()
-	main := filepath.Join(dir, "procfleet.yaml")
 	fleet := func(gen int) []byte {
 		docs := make([]string, 100)
 		for i := range docs {
@@ -1124,42 +1124,52 @@ func BenchmarkFleetWatcherSaveToUpdate(b *testing.B) {
 		}
 		return []byte(fleetYAML(docs...))
 	}
-	save := func(gen int) {
-		tmp := main + ".tmp"
-		if err := os.WriteFile(tmp, fleet(gen), 0o644); err != nil {
-			b.Fatal(err)
-		}
-		if err := os.Rename(tmp, main); err != nil {
-			b.Fatal(err)
-		}
-	}
-	save(0)
-	w, err := NewFleetWatcher(FleetWatcherConfig{Paths: []string{main}, Log: logr.Discard()})
-	if err != nil {
-		b.Fatal(err)
-	}
-	updates := make(chan FleetUpdate, 16)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- w.Run(ctx, func(u FleetUpdate) { updates <- u }) }()
-	b.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			b.Errorf("Run: %v", err)
-		}
-	})
-	gen := 0
-	for b.Loop() {
-		gen++
-		save(gen)
-		select {
-		case u := <-updates:
-			if len(u.Changed) != 1 || u.Changed[0] != "s050" {
-				b.Fatalf("update names %v, want s050", u.Changed)
+	for _, style := range []string{"atomic", "in-place"} {
+		b.Run(style, func(b *testing.B) {
+			main := filepath.Join(b.TempDir(), "procfleet.yaml")
+			save := func(gen int) {
+				file := main
+				if style == "atomic" {
+					file = main + ".tmp"
+				}
+				if err := os.WriteFile(file, fleet(gen), 0o644); err != nil {
+					b.Fatal(err)
+				}
+				if file != main {
+					if err := os.Rename(file, main); err != nil {
+						b.Fatal(err)
+					}
+				}
 			}
-		case <-time.After(10 * time.Second):
-			b.Fatal("no update within 10 s of a save")
-		}
+			save(0)
+			w, err := NewFleetWatcher(FleetWatcherConfig{Paths: []string{main}, Log: logr.Discard()})
+			if err != nil {
+				b.Fatal(err)
+			}
+			updates := make(chan FleetUpdate, 16)
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan error, 1)
+			go func() { done <- w.Run(ctx, func(u FleetUpdate) { updates <- u }) }()
+			b.Cleanup(func() {
+				cancel()
+				if err := <-done; err != nil {
+					b.Errorf("Run: %v", err)
+				}
+			})
+			gen := 0
+			for b.Loop() {
+				gen++
+				save(gen)
+				select {
+				case u := <-updates:
+					if len(u.Changed) != 1 || u.Changed[0] != "s050" {
+						b.Fatalf("update names %v, want s050", u.Changed)
+					}
+				case <-time.After(10 * time.Second):
+					b.Fatal("no update within 10 s of a save")
+				}
+			}
+		})
 	}
 }
 
