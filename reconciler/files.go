@@ -76,9 +76,12 @@ type FleetWatcherConfig struct {
 //     dropped in user space.
 //   - Only events that can change what spec.Load reads count: a fleet file
 //     or path named on the command line, a file a fleet folder contributes
-//     (*.yaml, *.yml, not hidden), a symlink target of a fleet file, a fleet
-//     folder itself, and a Kubernetes ConfigMap's "..data" swap. Others (a
-//     log file, an editor's swap or temp file) are ignored, logged at V(2).
+//     (*.yaml, *.yml, not hidden), an env file the fleet reads
+//     (spec.envFile), a symlink target of any of those, a fleet folder
+//     itself, and a Kubernetes ConfigMap's "..data" swap. Others (a log
+//     file, an editor's swap or temp file) are ignored, logged at V(2).
+//     Env files are watched, read and confirmed like fleet files: an edit
+//     of one names in FleetUpdate.Changed the servers that read it.
 //   - File events are hints: after a quiet Debounce it re-reads every file
 //     and compares content, so an atomic save, a vim-style save or a
 //     delete-then-create that leaves the content as it was changes nothing.
@@ -340,8 +343,10 @@ func (w *FleetWatcher) read() readResult {
 	return readResult{fleet: fleet, prints: prints, files: filePrints(fleet, prints), sig: append([]byte("fleet\n"), sig...)}
 }
 
-// filePrints maps each fleet file to the names and fingerprints of the
-// servers it declares (empty, not nil, for a file that declares none).
+// filePrints maps each file the fleet read to what it gave: a fleet file
+// to the names and fingerprints of the servers it declares (empty, not
+// nil, for a file that declares none), an env file (by its absolute path)
+// to the variables it sets.
 func filePrints(f *spec.Fleet, prints map[string][]byte) map[string][]byte {
 	m := make(map[string][]byte, len(f.Files))
 	for _, file := range f.Files {
@@ -353,8 +358,23 @@ func filePrints(f *spec.Fleet, prints map[string][]byte) map[string][]byte {
 		b = append(b, 0)
 		b = append(b, prints[s.Metadata.Name]...)
 		m[s.Source.File] = append(b, '\n')
+		for _, e := range s.EnvFiles {
+			m[e.Path] = envPrint(e)
+		}
 	}
 	return m
+}
+
+// envPrint is what an env file sets: its variables and values, in order.
+func envPrint(e spec.EnvFile) []byte {
+	b := []byte{}
+	for _, v := range e.Vars {
+		b = append(b, v.Name...)
+		b = append(b, 0)
+		b = append(b, v.Value...)
+		b = append(b, '\n')
+	}
+	return b
 }
 
 // noteAll notes events and says whether any of them counted.
@@ -478,8 +498,9 @@ func (w *FleetWatcher) facts(r readResult, explicit bool) readFacts {
 	return f
 }
 
-// readFiles lists the files of read r and of the fleet in force, whether
-// each changed, and, for the changed ones, what the writer probe finds.
+// readFiles lists the files (fleet files and env files) of read r and of
+// the fleet in force, whether each changed, and, for the changed ones,
+// what the writer probe finds.
 // When r has errors the files it read are unknown: every file in force and
 // every file with events is taken as changed.
 func (w *FleetWatcher) readFiles(r readResult, inForce map[string][]byte) []readFile {
@@ -501,15 +522,11 @@ func (w *FleetWatcher) readFiles(r readResult, inForce map[string][]byte) []read
 		}
 		out = append(out, rf)
 	}
-	seen := map[string]bool{}
-	if r.fleet != nil {
-		for _, file := range r.fleet.Files {
-			seen[file] = true
-			add(file, fileKeys(file))
-		}
+	for _, file := range sortedKeys(r.files) {
+		add(file, fileKeys(file))
 	}
 	for _, file := range sortedKeys(inForce) {
-		if !seen[file] {
+		if _, ok := r.files[file]; !ok {
 			add(file, fileKeys(file))
 		}
 	}
@@ -568,9 +585,9 @@ func (w *FleetWatcher) apply(r readResult, fn func(FleetUpdate)) {
 }
 
 // watchFiles makes the backend watch the folders that hold the files (each
-// folder path, the folder of each file path, and the folders of symlink
-// targets) and the files themselves, and sets which event names count from
-// now on (w.rel).
+// folder path, the folder of each file path and env file, and the folders
+// of symlink targets) and the files themselves, and sets which event names
+// count from now on (w.rel).
 func (w *FleetWatcher) watchFiles(fleet *spec.Fleet) error {
 	rel := relevance{files: map[string]bool{}, folders: map[string]bool{}}
 	folders := map[string]bool{}
@@ -597,18 +614,13 @@ func (w *FleetWatcher) watchFiles(fleet *spec.Fleet) error {
 		for _, f := range fleet.Files {
 			addFile(f)
 		}
-		for _, f := range watchedExtras(fleet) {
+		for _, f := range fleet.EnvFiles() {
 			addFile(f)
 		}
 	}
 	w.rel = rel
 	return w.backend.watch(sortedKeys(folders), files)
 }
-
-// watchedExtras lists the files other than fleet files that fleet reads
-// and that are watched like fleet files: its env files (spec.envFile).
-// spec does not list them yet; this is the seam for it.
-func watchedExtras(*spec.Fleet) []string { return nil }
 
 // fileKeys names a file path as events name it: its folder resolved
 // (canonDir), and its symlink target's resolved path when it is a link.
@@ -643,7 +655,7 @@ const (
 // relevance says which event names can change what spec.Load reads. Names
 // are resolved paths (see canonDir): backends watch resolved folders.
 type relevance struct {
-	files   map[string]bool // fleet files, file paths and symlink targets
+	files   map[string]bool // fleet files, file paths, env files and symlink targets
 	folders map[string]bool // fleet folder paths
 }
 
@@ -689,15 +701,23 @@ func canonDir(dir string) string {
 }
 
 // fingerprints maps each server to its full content (every field but its
-// source position), so any change, not only a spec-hash change, is seen.
+// source position) and what its env files set, so any change, not only a
+// spec-hash change, is seen.
 func fingerprints(f *spec.Fleet) map[string][]byte {
 	m := make(map[string][]byte, len(f.Servers))
 	for i := range f.Servers {
-		b, err := json.Marshal(&f.Servers[i])
+		s := &f.Servers[i]
+		b, err := json.Marshal(s)
 		if err != nil {
 			b = []byte(err.Error())
 		}
-		m[f.Servers[i].Metadata.Name] = b
+		for _, e := range s.EnvFiles {
+			b = append(b, "\nenvFile "...)
+			b = append(b, e.Path...)
+			b = append(b, '\n')
+			b = append(b, envPrint(e)...)
+		}
+		m[s.Metadata.Name] = b
 	}
 	return m
 }
