@@ -78,12 +78,11 @@ func (r *recorder) waitUntil(t *testing.T, what string, ok func(FleetUpdate) boo
 	}
 }
 
+// startWatcher runs a watcher of paths on the platform's own watch until
+// the test ends.
 func startWatcher(t *testing.T, paths ...string) (*FleetWatcher, *recorder) {
 	t.Helper()
-	w, err := NewFleetWatcher(FleetWatcherConfig{Paths: paths, Log: testr.NewWithOptions(t, testr.Options{Verbosity: 1})})
-	if err != nil {
-		t.Fatalf("NewFleetWatcher: %v", err)
-	}
+	w := watcherMode{}.newWatcher(t, FleetWatcherConfig{Paths: paths})
 	return w, runWatcher(t, w)
 }
 
@@ -122,6 +121,36 @@ func deleteRecreate(t *testing.T, path, content string) {
 	writeFile(t, path, content)
 }
 
+// sentinelFleet writes procfleet.yaml (api and db) and other.yaml (the
+// server sentinel) in a new folder, and returns their paths and the
+// content of procfleet.yaml.
+func sentinelFleet(t *testing.T) (main, other, content string) {
+	t.Helper()
+	dir := t.TempDir()
+	main, other = filepath.Join(dir, "procfleet.yaml"), filepath.Join(dir, "other.yaml")
+	content = fleetYAML(serverYAML("api", "100"), serverYAML("db", "100"))
+	writeFile(t, main, content)
+	writeFile(t, other, serverYAML("sentinel", "1"))
+	return main, other, content
+}
+
+// onlySentinelAfter changes the sentinel in other (sentinelFleet) and
+// checks that every update up to the one naming it names the sentinel
+// alone and keeps db. Updates come in order, so by then whatever was done
+// to procfleet.yaml before (what) was seen, and changed nothing.
+func onlySentinelAfter(t *testing.T, r *recorder, other, what string) {
+	t.Helper()
+	atomicSave(t, other, serverYAML("sentinel", "2"))
+	for _, u := range r.waitUntil(t, "sentinel changed", changed("sentinel")) {
+		if diff := cmp.Diff([]string{"sentinel"}, u.Changed); diff != "" {
+			t.Errorf("update after %s (-want +got):\n%s", what, diff)
+		}
+		if _, ok := u.Fleet.Get("db"); !ok {
+			t.Errorf("db left the fleet after %s", what)
+		}
+	}
+}
+
 func changed(name string) func(FleetUpdate) bool {
 	return func(u FleetUpdate) bool {
 		for _, n := range u.Changed {
@@ -146,25 +175,12 @@ func TestFleetWatcherSavesWithoutChangeChangeNothing(t *testing.T) {
 	}
 	for name, save := range saves {
 		t.Run(name, func(t *testing.T) {
-			dir := t.TempDir()
-			main := filepath.Join(dir, "procfleet.yaml")
-			other := filepath.Join(dir, "other.yaml")
-			content := fleetYAML(serverYAML("api", "100"), serverYAML("db", "100"))
-			writeFile(t, main, content)
-			writeFile(t, other, serverYAML("sentinel", "1"))
+			main, other, content := sentinelFleet(t)
 			_, r := startWatcher(t, main, other)
 
 			save(t, main, content)
 			save(t, main, content)
-			atomicSave(t, other, serverYAML("sentinel", "2"))
-
-			for _, u := range r.waitUntil(t, "sentinel changed", changed("sentinel")) {
-				for _, n := range u.Changed {
-					if n != "sentinel" {
-						t.Errorf("update names %q changed after a %s save of identical content", n, name)
-					}
-				}
-			}
+			onlySentinelAfter(t, r, other, name+" saves of identical content")
 		})
 	}
 }
@@ -305,48 +321,34 @@ func asList(err error, list *spec.ErrorList) bool {
 // the watcher's afterRead seam: the first read sees the bad content, the
 // next ones the saved file. Nothing may be reported removed or changed.
 func TestFleetWatcherInPlaceSaveCaughtMidWayChangesNothing(t *testing.T) {
-	content := fleetYAML(serverYAML("api", "100"), serverYAML("db", "100"))
-	for name, midway := range map[string]string{
-		"truncated": "",
-		"partial":   serverYAML("api", "100"),
-	} {
-		t.Run(name, func(t *testing.T) {
-			dir := t.TempDir()
-			main := filepath.Join(dir, "procfleet.yaml")
-			other := filepath.Join(dir, "other.yaml")
-			writeFile(t, main, content)
-			writeFile(t, other, serverYAML("sentinel", "1"))
-			w, err := NewFleetWatcher(FleetWatcherConfig{Paths: []string{main, other}, Log: testr.New(t)})
-			if err != nil {
-				t.Fatalf("NewFleetWatcher: %v", err)
-			}
-			var once sync.Once
-			restored := make(chan struct{})
-			w.afterRead = func() {
-				once.Do(func() {
-					writeFile(t, main, content)
-					close(restored)
-				})
-			}
-			r := runWatcher(t, w)
+	forEachMode(t, func(t *testing.T, m watcherMode) {
+		for name, midway := range map[string]string{
+			"truncated": "",
+			"partial":   serverYAML("api", "100"),
+		} {
+			t.Run(name, func(t *testing.T) {
+				main, other, content := sentinelFleet(t)
+				w := m.newWatcher(t, FleetWatcherConfig{Paths: []string{main, other}})
+				var once sync.Once
+				restored := make(chan struct{})
+				w.afterRead = func() {
+					once.Do(func() {
+						writeFile(t, main, content)
+						close(restored)
+					})
+				}
+				r := runWatcher(t, w)
 
-			writeFile(t, main, midway) // the save's truncate (and part of its write)
-			select {
-			case <-restored:
-			case <-time.After(10 * time.Second):
-				t.Fatal("the watcher did not read the files within 10 s")
-			}
-			atomicSave(t, other, serverYAML("sentinel", "2"))
-			for _, u := range r.waitUntil(t, "sentinel changed", changed("sentinel")) {
-				if diff := cmp.Diff([]string{"sentinel"}, u.Changed); diff != "" {
-					t.Errorf("update after an in-place save of identical content (-want +got):\n%s", diff)
+				writeFile(t, main, midway) // the save's truncate (and part of its write)
+				select {
+				case <-restored:
+				case <-time.After(10 * time.Second):
+					t.Fatal("the watcher did not read the files within 10 s")
 				}
-				if _, ok := u.Fleet.Get("db"); !ok {
-					t.Errorf("db left the fleet during an in-place save of identical content")
-				}
-			}
-		})
-	}
+				onlySentinelAfter(t, r, other, "an in-place save of identical content")
+			})
+		}
+	})
 }
 
 // TestFleetWatcherRemovalIsAppliedOnceConfirmed checks that confirming reads
@@ -482,10 +484,7 @@ func TestFleetWatcherEventFilter(t *testing.T) {
 	if err := os.Symlink(target, link); err != nil {
 		t.Fatal(err)
 	}
-	w, err := NewFleetWatcher(FleetWatcherConfig{Paths: []string{main, folder, linkFolder, link}, Log: testr.New(t)})
-	if err != nil {
-		t.Fatalf("NewFleetWatcher: %v", err)
-	}
+	w := watcherMode{}.newWatcher(t, FleetWatcherConfig{Paths: []string{main, folder, linkFolder, link}})
 	t.Cleanup(func() { _ = w.backend.close() })
 
 	for _, tc := range []struct {
@@ -574,12 +573,7 @@ func TestFleetWatcherIgnoresUnrelatedFiles(t *testing.T) {
 			c.add(prefix, args)
 			_, _ = fmt.Fprintln(logFile, prefix, args)
 		}, funcr.Options{Verbosity: 2})
-		cfg := m.config(main, folder)
-		cfg.Log = log
-		w, err := NewFleetWatcher(cfg)
-		if err != nil {
-			t.Fatalf("NewFleetWatcher: %v", err)
-		}
+		w := m.newWatcher(t, FleetWatcherConfig{Paths: []string{main, folder}, Log: log})
 		r := runWatcher(t, w)
 
 		unrelated := []string{
@@ -631,8 +625,19 @@ type watcherMode struct {
 	closes   bool // writers' closes are reported
 }
 
-func (m watcherMode) config(paths ...string) FleetWatcherConfig {
-	return FleetWatcherConfig{Paths: paths, portable: m.portable, noProbe: m.noProbe}
+// newWatcher returns a watcher of cfg under m; a zero cfg.Log means testr
+// at V(1).
+func (m watcherMode) newWatcher(t *testing.T, cfg FleetWatcherConfig) *FleetWatcher {
+	t.Helper()
+	cfg.portable, cfg.noProbe = m.portable, m.noProbe
+	if cfg.Log.GetSink() == nil {
+		cfg.Log = testr.NewWithOptions(t, testr.Options{Verbosity: 1})
+	}
+	w, err := NewFleetWatcher(cfg)
+	if err != nil {
+		t.Fatalf("NewFleetWatcher: %v", err)
+	}
+	return w
 }
 
 // forEachMode runs test once under each of the platform's watcherModes.
@@ -659,12 +664,7 @@ func startClocked(t *testing.T, m watcherMode, paths ...string) *clockedWatcher 
 	c := &clockedWatcher{t: t, fc: clocktesting.NewFakeClock(time.Now()), verdicts: make(chan verdict, 1024)}
 	var log logr.Logger
 	c.logs, log = newLogCapture(t, 1)
-	cfg := m.config(paths...)
-	cfg.Log, cfg.Clock = log, c.fc
-	w, err := NewFleetWatcher(cfg)
-	if err != nil {
-		t.Fatalf("NewFleetWatcher: %v", err)
-	}
+	w := m.newWatcher(t, FleetWatcherConfig{Paths: paths, Log: log, Clock: c.fc})
 	w.onReload = func(v verdict) { c.verdicts <- v }
 	c.w, c.r = w, runWatcher(t, w)
 	return c
@@ -828,18 +828,8 @@ func TestFleetWatcherInPlaceSaveWaitsForClose(t *testing.T) {
 // update may name api or db before the sentinel's.
 func TestFleetWatcherInPlaceSaveStalledForReal(t *testing.T) {
 	forEachMode(t, func(t *testing.T, m watcherMode) {
-		dir := t.TempDir()
-		main := filepath.Join(dir, "procfleet.yaml")
-		other := filepath.Join(dir, "other.yaml")
-		content := fleetYAML(serverYAML("api", "100"), serverYAML("db", "100"))
-		writeFile(t, main, content)
-		writeFile(t, other, serverYAML("sentinel", "1"))
-		cfg := m.config(main, other)
-		cfg.Log = testr.New(t)
-		w, err := NewFleetWatcher(cfg)
-		if err != nil {
-			t.Fatalf("NewFleetWatcher: %v", err)
-		}
+		main, other, content := sentinelFleet(t)
+		w := m.newWatcher(t, FleetWatcherConfig{Paths: []string{main, other}})
 		r := runWatcher(t, w)
 
 		f, err := os.OpenFile(main, os.O_WRONLY|os.O_TRUNC, 0)
@@ -858,12 +848,7 @@ func TestFleetWatcherInPlaceSaveStalledForReal(t *testing.T) {
 		if err := f.Close(); err != nil {
 			t.Fatal(err)
 		}
-		atomicSave(t, other, serverYAML("sentinel", "2"))
-		for _, u := range r.waitUntil(t, "sentinel changed", changed("sentinel")) {
-			if diff := cmp.Diff([]string{"sentinel"}, u.Changed); diff != "" {
-				t.Errorf("update during a stalled in-place save of identical content (-want +got):\n%s", diff)
-			}
-		}
+		onlySentinelAfter(t, r, other, "a stalled in-place save of identical content")
 	})
 }
 
@@ -1041,12 +1026,7 @@ func testOverflow(t *testing.T, m watcherMode, files, limit int) {
 	main := filepath.Join(dir, "procfleet.yaml")
 	writeFile(t, main, fleetYAML(serverYAML("api", "100"), serverYAML("db", "100")))
 	logs, log := newLogCapture(t, 1)
-	cfg := m.config(main)
-	cfg.Log = log
-	w, err := NewFleetWatcher(cfg)
-	if err != nil {
-		t.Fatalf("NewFleetWatcher: %v", err)
-	}
+	w := m.newWatcher(t, FleetWatcherConfig{Paths: []string{main}, Log: log})
 	var hold atomic.Bool
 	held, release := make(chan struct{}), make(chan struct{})
 	var releaseOnce sync.Once
@@ -1230,12 +1210,7 @@ func TestFleetWatcherWatchesEnvFiles(t *testing.T) {
 		env := filepath.Join(dir, ".env")
 		writeFile(t, env, "GREETING=hello\n")
 		writeFile(t, main, fleetYAML(serverYAML("api", "1")+"  envFile: [.env]\n", serverYAML("db", "1")))
-		cfg := m.config(main)
-		cfg.Log = testr.NewWithOptions(t, testr.Options{Verbosity: 1})
-		w, err := NewFleetWatcher(cfg)
-		if err != nil {
-			t.Fatalf("NewFleetWatcher: %v", err)
-		}
+		w := m.newWatcher(t, FleetWatcherConfig{Paths: []string{main}})
 		r := runWatcher(t, w)
 		greeting := func(u FleetUpdate) string {
 			s, ok := u.Fleet.Get("api")
