@@ -86,21 +86,27 @@ type FleetWatcherConfig struct {
 //     and compares content, so an atomic save, a vim-style save or a
 //     delete-then-create that leaves the content as it was changes nothing.
 //   - A file caught half-written never stops, replaces or starts a server.
-//     A read that differs from the fleet in force is applied only once the
-//     files whose servers changed are known whole (the rule is confirmer's,
-//     a pure function): on Linux when no writer has them open (an in-place
-//     save is applied when its writer closes the file, however long it
-//     stalls before that; a file renamed into place at once); elsewhere,
-//     and on Linux where the writer cannot be known, a file written in
-//     place, created, or removed is applied once its content has stayed
-//     the same for 1 s; a file renamed into place when a second read at
-//     once agrees.
+//     A read that differs from the fleet in force is applied only once
+//     every file whose servers or variables changed is known whole (the
+//     rule is confirmer's, a pure function of the events and the reads):
+//     on Linux, once no writer has it open (asked of the kernel, below): a
+//     file renamed into place at the first read, a file saved in place
+//     when its writer closes it, however long the writer stalls before
+//     that; where the kernel cannot be asked (another user's file, a file
+//     system without leases) a write still waits for its close. A file
+//     removed (it may be back a moment later, as in vim's save), one
+//     created in place whose close may have come before its watch (without
+//     the probe), and elsewhere any file written in place: once its content
+//     has stayed the same for 1 s, so elsewhere a writer stalled longer
+//     than that mid-save is read as it stands. Elsewhere a file renamed or
+//     created into place: when a second read one debounce later agrees
+//     and every changed file declares a server.
 //   - A file that fails to load keeps the last good fleet in force; the
 //     errors are logged with file and line and reported in
 //     FleetUpdate.Errors.
-//   - Lost events (an inotify queue overflow), a watched folder removed or
-//     moved, or Resync: every file is re-read, and a change is applied once
-//     it has stayed the same for 1 s (or its writer closed it).
+//   - Lost events (an inotify queue overflow), a watched folder moved, or
+//     Resync: every file is re-read, and a change is applied once it has
+//     stayed the same for 1 s and no writer has the file open.
 //
 // On Linux, whether a writer has a file open is asked of the kernel by
 // taking a read lease on it (fcntl F_SETLEASE), released at once: during
@@ -121,7 +127,7 @@ type FleetWatcher struct {
 	current *spec.Fleet
 	errs    spec.ErrorList
 	prints  map[string][]byte // server -> fingerprint, in force
-	files   map[string][]byte // fleet file -> its servers' fingerprints, in force
+	files   map[string][]byte // fleet and env file -> what it gave (filePrints), in force
 
 	// Owned by Run's goroutine (and NewFleetWatcher before it).
 	conf    *confirmer
@@ -133,7 +139,7 @@ type FleetWatcher struct {
 	// the instant an editor's in-place save would.
 	afterRead func()
 	// onReload, when set (tests only), is given the verdict that ends each
-	// reload.
+	// reload, once Run has armed its timer (or stopped it) for it.
 	onReload func(verdict)
 }
 
@@ -145,8 +151,9 @@ type watchBackend interface {
 	// events, where the backend watches files apart) these.
 	watch(folders, files []string) error
 	// rewatch moves file's content watch to what its name names now; it
-	// is called on every name event for a file that counts.
-	rewatch(file string)
+	// is called on every name event for a file that counts. A file that
+	// does not exist is no error.
+	rewatch(file string) error
 	// ready is signalled when events may be waiting, and closed when the
 	// backend fails.
 	ready() <-chan struct{}
@@ -280,11 +287,15 @@ func (w *FleetWatcher) Run(ctx context.Context, fn func(FleetUpdate)) error {
 		}
 	}()
 	reload := func(explicit bool) {
-		if d, ok := w.reload(fn, explicit); ok {
+		v, d, ok := w.reload(fn, explicit)
+		if ok {
 			arm(d)
 		} else if timer != nil {
 			timer.Stop()
 			fire = nil
+		}
+		if w.onReload != nil {
+			w.onReload(v)
 		}
 	}
 	for {
@@ -316,7 +327,7 @@ type readResult struct {
 	fleet  *spec.Fleet
 	errs   spec.ErrorList
 	prints map[string][]byte // server -> fingerprint
-	files  map[string][]byte // fleet file -> its servers' fingerprints
+	files  map[string][]byte // fleet and env file -> what it gave (filePrints)
 	sig    []byte
 }
 
@@ -423,7 +434,11 @@ func (w *FleetWatcher) note(ev fileEvent, msg string) bool {
 		// not known from events.
 		w.conf.event(ev.name, opLost)
 	case kind == nameFile && (ev.op == opPlaced || ev.op == opCreated || ev.op == opAppeared || ev.op == opRemoved):
-		w.backend.rewatch(ev.name)
+		if err := w.backend.rewatch(ev.name); err != nil {
+			// Its writes will not be seen: only a name event or a resync
+			// reads it again.
+			w.log.Error(err, "Cannot watch a fleet file's content")
+		}
 		w.conf.event(ev.name, ev.op)
 	default:
 		w.conf.event(ev.name, ev.op)
@@ -436,14 +451,13 @@ func (w *FleetWatcher) note(ev fileEvent, msg string) bool {
 const maxExplicitReads = 4
 
 // reload reads every file and judges the read (confirmer): applies it,
-// or says after how long to read again.
-func (w *FleetWatcher) reload(fn func(FleetUpdate), explicit bool) (again time.Duration, ok bool) {
+// or says after how long to read again. It returns the verdict.
+func (w *FleetWatcher) reload(fn func(FleetUpdate), explicit bool) (v verdict, again time.Duration, ok bool) {
 	reads := 1
 	if explicit {
 		reads = maxExplicitReads
 	}
 	var r readResult
-	var v verdict
 	for i := 0; i < reads; i++ {
 		r = w.read()
 		v = w.conf.judge(w.facts(r, explicit), w.clock.Now())
@@ -452,9 +466,6 @@ func (w *FleetWatcher) reload(fn func(FleetUpdate), explicit bool) (again time.D
 		}
 		// A second read at once confirms: the next one, if any.
 		reads = max(reads, 2)
-	}
-	if w.onReload != nil {
-		defer w.onReload(v)
 	}
 	switch v.kind {
 	case verdictSettled:
@@ -465,21 +476,21 @@ func (w *FleetWatcher) reload(fn func(FleetUpdate), explicit bool) (again time.D
 			}
 		}
 		w.log.V(1).Info("Fleet files re-read; no change")
-		return 0, false
+		return v, 0, false
 	case verdictApply:
 		w.waiting = nil
 		w.log.V(1).Info("Fleet files change confirmed", "why", v.why)
 		w.apply(r, fn)
-		return 0, false
+		return v, 0, false
 	case verdictWriter:
 		if !bytes.Equal(w.waiting, r.sig) {
 			w.waiting = r.sig
 			w.log.Info("Fleet file change waits for its writer to close the file", "files", v.files)
 		}
-		return v.after, true
+		return v, v.after, true
 	}
 	w.log.V(1).Info("Fleet files differ from the fleet in force; reading again", "why", v.why, "files", v.files, "after", v.after)
-	return max(v.after, w.debounce), true
+	return v, max(v.after, w.debounce), true
 }
 
 // facts gathers what the confirmer judges a read by: whether it is the

@@ -210,9 +210,9 @@ type verdict struct {
 //     write where closes are not reported, created with its close
 //     possibly missed): apply once the content has been unchanged for
 //     quietPeriod; appeared by a create that may be a rename: apply when
-//     every changed file declares a server and a second read at once
-//     agrees, else as unknown; put into place whole or closed after its
-//     writes, or no event at all: apply when a second read at once
+//     every changed file declares a server and a second read one debounce
+//     later agrees, else as unknown; put into place whole or closed after
+//     its writes, or no event at all: apply when a second read at once
 //     agrees; the probe found no writer: apply.
 //
 // Why a probe alone suffices: a writer that had the file open during the
@@ -343,6 +343,13 @@ func (c *confirmer) decide(r readFacts, now time.Time) verdict {
 	// confirmed by a second read with no event between.
 	if again {
 		return verdict{kind: verdictApply, why: "confirmed by a second read"}
+	}
+	if worst == stateAppeared {
+		// The backend that cannot tell a create from a rename (fsnotify)
+		// also passes events on from a goroutine of its own: a write
+		// that followed the create may not have been taken yet. The
+		// debounce gives it time to arrive.
+		return verdict{kind: verdictReread, after: c.debounce, why: "a second read after the debounce confirms", files: files}
 	}
 	return verdict{kind: verdictReread, why: "a second read confirms", files: files}
 }

@@ -161,9 +161,13 @@ func TestConfirmerJudge(t *testing.T) {
 			{events: []ev{{"/f/a.yaml", opPlaced}}, read: read("z", changedA), want: verdictReread},
 			{read: read("z", changedA), want: verdictApply},
 		}},
-		{"appeared (fsnotify Create), declaring servers: a second read confirms", false, []step{
-			{events: []ev{{"/f/a.yaml", opAppeared}}, read: read("y", changedA), want: verdictReread},
-			{read: read("y", changedA), want: verdictApply},
+		{"appeared (fsnotify Create), declaring servers: a second read one debounce later confirms", false, []step{
+			{events: []ev{{"/f/a.yaml", opAppeared}}, read: read("y", changedA), want: verdictReread, wantAfter: debounce},
+			{at: debounce, read: read("y", changedA), want: verdictApply},
+		}},
+		{"appeared, then a write arrives late: 1 s", false, []step{
+			{events: []ev{{"/f/a.yaml", opAppeared}}, read: read("half", changedA), want: verdictReread, wantAfter: debounce},
+			{events: []ev{{"/f/a.yaml", opWritten}}, at: debounce, read: read("whole", changedA), want: verdictReread, wantAfter: quietPeriod},
 		}},
 		{"appeared, declaring no server: 1 s", false, []step{
 			{events: []ev{{"/f/a.yaml", opAppeared}}, read: read("y", file("/f/a.yaml", true, false, probeUnavailable)), want: verdictReread, wantAfter: quietPeriod, wantFiles: []string{"/f/a.yaml"}},

@@ -14,7 +14,9 @@ import (
 // kernel for name events only (fsnotify 1.10 exports no event mask), so
 // every event in a watched folder reaches user space; it reports no closes
 // and has no writer probe. A goroutine moves fsnotify's events into a
-// bounded queue.
+// bounded queue, so take returns the events delivered so far: one the
+// kernel queued a moment ago may still be on its way (see confirmer's
+// rule for stateAppeared).
 type fsnotifyBackend struct {
 	w      *fsnotify.Watcher
 	signal chan struct{}
@@ -73,7 +75,7 @@ func (b *fsnotifyBackend) watch(folders, _ []string) error {
 }
 
 // rewatch has nothing to do: the folder watch sees the files' writes.
-func (b *fsnotifyBackend) rewatch(string) {}
+func (b *fsnotifyBackend) rewatch(string) error { return nil }
 
 func (b *fsnotifyBackend) ready() <-chan struct{} { return b.signal }
 

@@ -294,8 +294,12 @@ func (b *inotifyBackend) watch(folders, files []string) error {
 	return errors.Join(errs...)
 }
 
-func (b *inotifyBackend) rewatch(file string) {
-	b.control(func(fd int) { _ = b.watchFile(fd, file) })
+func (b *inotifyBackend) rewatch(file string) error {
+	var err error
+	if !b.control(func(fd int) { err = b.watchFile(fd, file) }) {
+		return errors.New("watch fleet files: watcher closed")
+	}
+	return err
 }
 
 // watchFile moves file's content watch to the inode its name names now. A

@@ -103,6 +103,8 @@ func TestInotifyProbe(t *testing.T) {
 	check("probes off", newBackend(false), file, probeUnavailable)
 	atomicSave(t, file, serverYAML("api", "2"))
 	check("another inode than the watched one", b, file, probeUnavailable)
-	b.rewatch(file)
+	if err := b.rewatch(file); err != nil {
+		t.Fatal(err)
+	}
 	check("rewatched", b, file, probeNoWriter)
 }
