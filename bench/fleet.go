@@ -19,11 +19,12 @@ type ServerDef struct {
 	Port  int
 	Stamp string // stamp file
 	Gen   int    // generation; the edit scenario bumps it
+	Extra []string
 }
 
 // Args returns the workload's flags for s.
 func (s ServerDef) Args() []string {
-	return []string{"-port", strconv.Itoa(s.Port), "-stamp", s.Stamp, "-gen", strconv.Itoa(s.Gen)}
+	return append([]string{"-port", strconv.Itoa(s.Port), "-stamp", s.Stamp, "-gen", strconv.Itoa(s.Gen)}, s.Extra...)
 }
 
 // Fleet is what every peer is told to run.
@@ -113,14 +114,21 @@ func (f Fleet) killWorkloads(ctx context.Context) (int, error) {
 // killIfRunning sends SIGKILL to pid when it is alive and its argv[0] is
 // program; it reports whether it signalled.
 func killIfRunning(pid int, program string) bool {
+	if !runsProgram(pid, program) {
+		return false
+	}
+	return syscall.Kill(pid, syscall.SIGKILL) == nil
+}
+
+// runsProgram reports whether pid is alive and its argv[0] is program: a
+// pid from a stamp file is never taken for the workload on its number
+// alone, since the number may have been reused.
+func runsProgram(pid int, program string) bool {
 	if processGone(pid) {
 		return false
 	}
 	argv, err := readCmdline(pid)
-	if err != nil || len(argv) == 0 || argv[0] != program {
-		return false
-	}
-	return syscall.Kill(pid, syscall.SIGKILL) == nil
+	return err == nil && len(argv) > 0 && argv[0] == program
 }
 
 // daemon is a long-running child of the bench (procfleet up, supervisord),

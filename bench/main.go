@@ -32,10 +32,12 @@ func main() {
 type options struct {
 	peers     []string
 	scenarios []string
-	n         int
+	sizes     []int
 	kills     int
-	crashSame bool
 	idle      time.Duration
+	window    time.Duration
+	scale     [2]int
+	logsRate  int
 	portBase  int
 	jsonPath  string
 	mdPath    string
@@ -48,17 +50,62 @@ type options struct {
 	src          string
 }
 
+// intList is a flag of comma-separated positive integers.
+type intList struct{ v *[]int }
+
+func (l intList) String() string {
+	if l.v == nil {
+		return ""
+	}
+	parts := make([]string, len(*l.v))
+	for i, n := range *l.v {
+		parts[i] = strconv.Itoa(n)
+	}
+	return strings.Join(parts, ",")
+}
+
+func (l intList) Set(s string) error {
+	var out []int
+	for _, x := range splitList(s) {
+		n, err := strconv.Atoi(x)
+		if err != nil || n <= 0 {
+			return fmt.Errorf("%q is not a positive number", x)
+		}
+		if !slices.Contains(out, n) {
+			out = append(out, n)
+		}
+	}
+	if len(out) == 0 {
+		return errors.New("empty list")
+	}
+	slices.Sort(out)
+	*l.v = out
+	return nil
+}
+
+// Bounds of the fleet sizes: the port range and the machine's memory (1,000
+// small Go servers take about 8 GiB) set the upper one.
+const (
+	minFleet = 2
+	maxFleet = 2000
+)
+
 func parseFlags(args []string, stderr io.Writer) (options, error) {
 	home, _ := os.UserHomeDir()
-	var o options
+	o := options{sizes: []int{100, 1000}}
+	scale := []int{10, 100}
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	peers := fs.String("peers", "procfleet,supervisord,pm2", "supervisors to measure, comma-separated")
 	scenarios := fs.String("scenarios", strings.Join(allScenarios, ","), "scenarios to run, comma-separated")
-	fs.IntVar(&o.n, "n", 100, "servers in the fleet scenarios (cold, idle, edit, stop)")
-	fs.IntVar(&o.kills, "kills", 20, "kill -9 rounds in the crash scenario")
-	fs.BoolVar(&o.crashSame, "crash-same", false, "crash: kill the same server every round (procfleet then backs off from the 2nd crash, by design) instead of one server per round")
+	sizes := intList{&o.sizes}
+	fs.Var(sizes, "fleet", "fleet sizes of the cold, stop, edit, idle, logs-idle and ui scenarios, comma-separated")
+	fs.Var(sizes, "n", "the same as -fleet")
+	fs.IntVar(&o.kills, "kills", 20, "crash: servers in the fleet, each killed twice (a first crash, and a second once it has been Ready over 10 s)")
 	fs.DurationVar(&o.idle, "idle", 30*time.Second, "idle window")
+	fs.DurationVar(&o.window, "window", 10*time.Second, "CPU window of the logs, logs-idle, neighbour and ui scenarios")
+	fs.Var(intList{&scale}, "scale", "scale: FROM,TO instances (scaled up FROM → TO, then back)")
+	fs.IntVar(&o.logsRate, "logs-rate", 100000, "logs: lines a second the server prints")
 	fs.IntVar(&o.portBase, "port-base", 20000, "first loopback port to try; ports are checked free")
 	fs.StringVar(&o.jsonPath, "json", "", "write the results as JSON to this file")
 	fs.StringVar(&o.mdPath, "md", "", "also write the markdown report (header and table) to this file")
@@ -70,6 +117,9 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.BoolVar(&o.install, "install", true, "install supervisord (apt-get) and PM2 (npm) when missing")
 	if err := fs.Parse(args); err != nil {
 		return o, err
+	}
+	if fs.NArg() > 0 {
+		return o, fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
 	o.peers = splitList(*peers)
 	o.scenarios = splitList(*scenarios)
@@ -86,8 +136,15 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	if o.src != "head" && o.src != "worktree" {
 		return o, fmt.Errorf("-src %q: want head or worktree", o.src)
 	}
-	if o.n < 2 || o.kills < 1 || o.idle <= 0 {
-		return o, errors.New("-n must be at least 2, -kills at least 1, -idle positive")
+	if o.sizes[0] < minFleet || o.sizes[len(o.sizes)-1] > maxFleet {
+		return o, fmt.Errorf("-fleet %s: each size must be %d to %d", intList{&o.sizes}, minFleet, maxFleet)
+	}
+	if len(scale) != 2 || scale[1] > maxFleet {
+		return o, fmt.Errorf("-scale %s: want FROM,TO with FROM < TO ≤ %d", intList{&scale}, maxFleet)
+	}
+	o.scale = [2]int{scale[0], scale[1]}
+	if o.kills < 1 || o.idle <= 0 || o.window <= 0 || o.logsRate <= 0 {
+		return o, errors.New("-kills and -logs-rate must be at least 1, -idle and -window positive")
 	}
 	return o, nil
 }
@@ -114,6 +171,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	started := time.Now()
+	machine := machineInfo()
 
 	root, err := moduleRoot(ctx)
 	if err != nil {
@@ -138,40 +196,51 @@ func run(args []string, stdout, stderr io.Writer) error {
 	rep := &Report{
 		Date:    started.UTC(),
 		Command: "go run ./bench " + strings.Join(args, " "),
-		Machine: machineInfo(),
-		Config: Config{Peers: o.peers, Scenarios: o.scenarios, N: o.n, Kills: o.kills, CrashSame: o.crashSame,
-			Idle: o.idle.String(), PortBase: o.portBase},
+		Config: Config{Peers: o.peers, Scenarios: o.scenarios, Sizes: o.sizes, Kills: o.kills,
+			Idle: o.idle.String(), Window: o.window.String(), Scale: o.scale, LogsRate: o.logsRate, PortBase: o.portBase},
 	}
 	res := NewResults()
-	rs := newRows(o.n, o.idle)
+	rs := newRows(settings{sizes: o.sizes, idle: o.idle, window: o.window, scale: o.scale, logsRate: o.logsRate, neighbourN: neighbourServers})
 	sc := map[string]bool{}
 	for _, s := range o.scenarios {
 		sc[s] = true
 	}
+	withApply := slices.Contains(o.peers, peerProcfleet) && sc[scStop]
 	for _, s := range allScenarios {
-		if sc[s] {
-			for _, spec := range rs.forScenario(s) {
-				res.Declare(spec)
+		if !sc[s] {
+			continue
+		}
+		for _, spec := range rs.forScenario(s) {
+			if strings.HasPrefix(spec.Key, "cold.apply.") && !withApply {
+				continue
 			}
-			if s == scCold && slices.Contains(o.peers, peerProcfleet) && sc[scStop] {
-				res.Declare(rs.coldApply)
-			}
+			res.Declare(spec)
 		}
 	}
 
-	ports, err := pickPorts(o.portBase, max(o.n, o.kills))
+	maxN := o.sizes[len(o.sizes)-1]
+	// Every fleet takes a prefix of ports; the last one is the dashboard's.
+	ports, err := pickPorts(o.portBase, max(maxN, o.kills, neighbourServers)+1)
 	if err != nil {
 		return err
 	}
+	var scalePorts []int
+	if sc[scScale] {
+		if scalePorts, err = pickRange(ports[len(ports)-1]+1, o.scale[1]); err != nil {
+			return err
+		}
+	}
 	r := &runner{
-		log: lg, res: res, rows: rs, tmp: tmp, root: root, src: root, workload: workload, ports: ports,
-		n: o.n, kills: o.kills, crashSame: o.crashSame, idle: o.idle, scenarios: sc, client: newHealthClient(),
+		log: lg, res: res, rows: rs, tmp: tmp, root: root, src: root, workload: workload,
+		ports: ports[:len(ports)-1], uiPort: ports[len(ports)-1], scalePorts: scalePorts,
+		sizes: o.sizes, kills: o.kills, idle: o.idle, window: o.window, scale: o.scale, logsRate: o.logsRate,
+		scenarios: sc, withApply: withApply, client: newHealthClient(),
 	}
 
 	peers, versions := r.preparePeers(ctx, o)
 	rep.Versions = versions
-	lg.Printf("ports %d-%d, peers %s, scenarios %s", ports[0], ports[len(ports)-1],
-		strings.Join(o.peers, ","), strings.Join(o.scenarios, ","))
+	lg.Printf("load %s; ports %d-%d; fleets of %s; peers %s; scenarios %s", machine.LoadStart, ports[0], ports[len(ports)-1],
+		intList{&o.sizes}, strings.Join(o.peers, ","), strings.Join(o.scenarios, ","))
 
 	if o.floor {
 		r.floor(ctx)
@@ -187,7 +256,32 @@ func run(args []string, stdout, stderr io.Writer) error {
 				r.failAll(p.name, []string{scCrash}, err)
 			}
 		}
-		r.fleet(ctx, p)
+		for _, n := range r.sizes {
+			if ctx.Err() == nil {
+				r.fleet(ctx, p, n)
+			}
+		}
+		if r.want(scScale) && ctx.Err() == nil {
+			lg.Printf("%s: scale scenario", p.name)
+			r.scaleTest(ctx, p)
+		}
+		if p.name != peerProcfleet {
+			continue
+		}
+		if r.want(scLogs) && ctx.Err() == nil {
+			lg.Printf("%s: logs scenario", p.name)
+			if err := r.logsStream(ctx, p); err != nil {
+				lg.Printf("%s: logs: %v", p.name, err)
+				r.failAll(p.name, []string{scLogs}, err)
+			}
+		}
+		if r.want(scNeighbour) && ctx.Err() == nil {
+			lg.Printf("%s: neighbour scenario", p.name)
+			if err := r.neighbour(ctx, p); err != nil {
+				lg.Printf("%s: neighbour: %v", p.name, err)
+				r.failAll(p.name, []string{scNeighbour}, err)
+			}
+		}
 	}
 	if r.want(scPlan) && slices.Contains(o.peers, peerProcfleet) && ctx.Err() == nil {
 		r.plan(ctx)
@@ -195,7 +289,13 @@ func run(args []string, stdout, stderr io.Writer) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("interrupted: %w", err)
 	}
+	r.growth()
 
+	machine.LoadEnd = loadAverage()
+	rep.Machine = machine
+	if noisy(machine.LoadStart, machine.NProc) || noisy(machine.LoadEnd, machine.NProc) {
+		res.Note("a busy machine: load average %s at the start and %s at the end, on %d CPUs; these figures are not comparable with a quiet run's", machine.LoadStart, machine.LoadEnd, machine.NProc)
+	}
 	rep.Duration = time.Since(started).Round(time.Second).String()
 	rep.Rows, rep.Notes = res.Finish()
 	var md bytes.Buffer
@@ -230,11 +330,11 @@ func run(args []string, stdout, stderr io.Writer) error {
 func writeHeader(w io.Writer, rep *Report) error {
 	m, v := rep.Machine, rep.Versions
 	_, err := fmt.Fprintf(w, "procfleet bench, %s (took %s)\n\n"+
-		"- machine: %d CPUs (%s), %s memory, Linux %s\n"+
+		"- machine: %d CPUs (%s), %s memory, Linux %s; load average %s at the start, %s at the end\n"+
 		"- versions: %s; procfleet %s; supervisord %s; PM2 %s; node %s\n"+
 		"- command: `%s`\n\n",
 		rep.Date.Format("2006-01-02 15:04 UTC"), rep.Duration,
-		m.NProc, m.CPU, m.MemTotal, m.Kernel,
+		m.NProc, m.CPU, m.MemTotal, m.Kernel, m.LoadStart, m.LoadEnd,
 		v.Go, v.Procfleet, v.Supervisord, v.PM2, v.Node, rep.Command)
 	if err != nil {
 		return fmt.Errorf("write header: %w", err)
@@ -249,7 +349,7 @@ func (r *runner) preparePeers(ctx context.Context, o options) ([]peerMaker, Vers
 	if out, err := exec.CommandContext(ctx, "node", "--version").Output(); err == nil {
 		v.Node = strings.TrimSpace(string(out))
 	}
-	fleetScs := slices.DeleteFunc(slices.Clone(o.scenarios), func(s string) bool { return s == scPlan })
+	peerScs := slices.DeleteFunc(slices.Clone(o.scenarios), func(s string) bool { return s == scPlan })
 	var peers []peerMaker
 	for _, name := range o.peers {
 		var mk func(dir string) Peer
@@ -289,7 +389,7 @@ func (r *runner) preparePeers(ctx context.Context, o options) ([]peerMaker, Vers
 		}
 		if err != nil {
 			r.log.Printf("%s: not measured: %v", name, err)
-			r.failAll(name, fleetScs, err)
+			r.failAll(name, peerScs, err)
 			r.res.Note("%s not measured: %s", name, oneLine(err.Error()))
 			continue
 		}
@@ -417,8 +517,54 @@ func pickPorts(base, n int) ([]int, error) {
 	return out, nil
 }
 
+// pickRange returns the first n consecutive free loopback ports from base
+// on (replicated servers take port+i).
+func pickRange(base, n int) ([]int, error) {
+	for start := base; start+n <= 65536 && start < base+1000; {
+		ports, err := pickPorts(start, n)
+		if err != nil {
+			return nil, fmt.Errorf("pick %d consecutive ports: %w", n, err)
+		}
+		if ports[n-1]-ports[0] == n-1 {
+			return ports, nil
+		}
+		// Restart past the first gap.
+		for i := 1; i < n; i++ {
+			if ports[i] != ports[i-1]+1 {
+				start = ports[i-1] + 1
+				break
+			}
+		}
+	}
+	return nil, fmt.Errorf("pick %d consecutive ports from %d: none free", n, base)
+}
+
+// loadAverage returns the three load averages of /proc/loadavg.
+func loadAverage() string {
+	data, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "unknown"
+	}
+	f := strings.Fields(string(data))
+	if len(f) < 3 {
+		return "unknown"
+	}
+	return strings.Join(f[:3], " ")
+}
+
+// noisy reports whether a load line (loadAverage) shows a busy machine:
+// its 1-minute load above half the CPUs.
+func noisy(load string, nproc int) bool {
+	f := strings.Fields(load)
+	if len(f) == 0 {
+		return false
+	}
+	l, err := strconv.ParseFloat(f[0], 64)
+	return err == nil && l > float64(nproc)/2
+}
+
 func machineInfo() Machine {
-	m := Machine{NProc: runtime.NumCPU(), MemTotal: "unknown", Kernel: "unknown", CPU: "unknown"}
+	m := Machine{NProc: runtime.NumCPU(), MemTotal: "unknown", Kernel: "unknown", CPU: "unknown", LoadStart: loadAverage()}
 	if data, err := os.ReadFile("/proc/meminfo"); err == nil {
 		if kb, err := parseStatusKB(data, "MemTotal"); err == nil {
 			m.MemTotal = fmt.Sprintf("%.1f GiB", float64(kb)/(1<<20))

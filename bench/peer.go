@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"time"
 )
 
 // Peer is a supervisor under test, driven the way its documentation tells a
@@ -29,6 +30,11 @@ type Peer interface {
 	Close(ctx context.Context) error
 }
 
+// cmdBound bounds one command of a peer's CLI (pm2, supervisorctl,
+// procfleet down). The scenario's own limit, in the context, is usually
+// the tighter one.
+const cmdBound = 10 * time.Minute
+
 // restartReporter is a peer that counts restarts itself (procfleet status);
 // the crash scenario cross-checks the count against its kills.
 type restartReporter interface {
@@ -39,6 +45,17 @@ type restartReporter interface {
 // --wait), measured as an extra cold start.
 type onceApplier interface {
 	ApplyOnce(ctx context.Context, f Fleet) error
+}
+
+// scaler is a peer that runs several instances of one server and changes
+// their number (the scale scenario).
+type scaler interface {
+	// StartScaled brings the supervisor up from nothing with s's server at
+	// s.Replicas instances; an *unsupportedError when the binary cannot.
+	StartScaled(ctx context.Context, s ScaledServer) error
+	// Scale changes the number of instances to s.Replicas the way the
+	// peer's documentation says.
+	Scale(ctx context.Context, s ScaledServer) error
 }
 
 // peerMaker makes a fresh Peer for one scenario, in that scenario's folder.

@@ -55,22 +55,45 @@ type pm2App struct {
 	ErrorFile    string   `json:"error_file"`
 	PidFile      string   `json:"pid_file"`
 	MergeLogs    bool     `json:"merge_logs"`
+	// The scale scenario's app: instances, each with PORT one more than
+	// the last (increment_var, which `pm2 scale` applies too).
+	Instances    int               `json:"instances,omitempty"`
+	IncrementVar string            `json:"increment_var,omitempty"`
+	Env          map[string]string `json:"env,omitempty"`
 }
 
 func pm2Ecosystem(dir string, f Fleet) ([]byte, error) {
 	apps := make([]pm2App, 0, len(f.Servers))
 	for _, s := range f.Servers {
-		apps = append(apps, pm2App{
-			Name: s.Name, Script: f.Workload, Args: s.Args(),
-			Interpreter: "none", ExecMode: "fork",
-			Autorestart: true, RestartDelay: 0, MinUptime: 100, MaxRestarts: 1000000,
-			Watch: false, KillTimeout: 10000,
-			OutFile:   filepath.Join(dir, "logs", s.Name+".log"),
-			ErrorFile: filepath.Join(dir, "logs", s.Name+".log"),
-			PidFile:   filepath.Join(dir, "logs", s.Name+".pid"),
-			MergeLogs: true,
-		})
+		apps = append(apps, newPM2App(dir, s.Name, f.Workload, s.Args()))
 	}
+	return renderEcosystem(apps)
+}
+
+// pm2ScaledEcosystem renders s as one app of s.Replicas instances in fork
+// mode, PORT counted up from s.Base.
+func pm2ScaledEcosystem(dir string, s ScaledServer) ([]byte, error) {
+	app := newPM2App(dir, s.Name, s.Workload, []string{"-port-env", "PORT", "-stamp-dir", s.StampDir})
+	app.Instances = s.Replicas
+	app.IncrementVar = "PORT"
+	app.Env = map[string]string{"PORT": strconv.Itoa(s.Base)}
+	return renderEcosystem([]pm2App{app})
+}
+
+func newPM2App(dir, name, script string, args []string) pm2App {
+	return pm2App{
+		Name: name, Script: script, Args: args,
+		Interpreter: "none", ExecMode: "fork",
+		Autorestart: true, RestartDelay: 0, MinUptime: 100, MaxRestarts: 1000000,
+		Watch: false, KillTimeout: 10000,
+		OutFile:   filepath.Join(dir, "logs", name+".log"),
+		ErrorFile: filepath.Join(dir, "logs", name+".log"),
+		PidFile:   filepath.Join(dir, "logs", name+".pid"),
+		MergeLogs: true,
+	}
+}
+
+func renderEcosystem(apps []pm2App) ([]byte, error) {
 	js, err := json.MarshalIndent(map[string]any{"apps": apps}, "", "  ")
 	if err != nil {
 		return nil, fmt.Errorf("pm2: render ecosystem: %w", err)
@@ -83,7 +106,7 @@ func (p *pm2Peer) env() []string {
 }
 
 func (p *pm2Peer) run(ctx context.Context, args ...string) error {
-	_, err := runCmd(ctx, 120*time.Second, p.env(), append([]string{p.bin}, args...)...)
+	_, err := runCmd(ctx, cmdBound, p.env(), append([]string{p.bin}, args...)...)
 	if err != nil {
 		return fmt.Errorf("pm2: %w", err)
 	}
@@ -103,11 +126,33 @@ func (p *pm2Peer) writeEco(f Fleet) error {
 
 // Start runs `pm2 start ecosystem.config.js`, which also starts the daemon.
 func (p *pm2Peer) Start(ctx context.Context, f Fleet) error {
+	eco, err := pm2Ecosystem(p.dir, f)
+	if err != nil {
+		return err
+	}
+	return p.start(ctx, eco)
+}
+
+// StartScaled starts s as one app of s.Replicas instances.
+func (p *pm2Peer) StartScaled(ctx context.Context, s ScaledServer) error {
+	eco, err := pm2ScaledEcosystem(p.dir, s)
+	if err != nil {
+		return err
+	}
+	return p.start(ctx, eco)
+}
+
+// Scale runs `pm2 scale NAME N`.
+func (p *pm2Peer) Scale(ctx context.Context, s ScaledServer) error {
+	return p.run(ctx, "scale", s.Name, strconv.Itoa(s.Replicas))
+}
+
+func (p *pm2Peer) start(ctx context.Context, eco []byte) error {
 	if err := os.MkdirAll(filepath.Join(p.dir, "logs"), 0o755); err != nil {
 		return fmt.Errorf("pm2: %w", err)
 	}
-	if err := p.writeEco(f); err != nil {
-		return err
+	if err := writeFileAtomic(p.eco, eco); err != nil {
+		return fmt.Errorf("pm2: %w", err)
 	}
 	err := p.run(ctx, "start", p.eco)
 	if pid, perr := p.daemonPID(); perr == nil {

@@ -59,19 +59,51 @@ func procfleetYAML(f Fleet) []byte {
 	return b.Bytes()
 }
 
+// procfleetScaledYAML renders s as one server of s.Replicas instances,
+// instance i on port s.Base+i through $(PORT).
+func procfleetScaledYAML(s ScaledServer) []byte {
+	var b bytes.Buffer
+	fmt.Fprintf(&b, "apiVersion: procfleet.dev/v1alpha1\nkind: Server\nmetadata:\n  name: %s\nspec:\n", s.Name)
+	fmt.Fprintf(&b, "  command: [%q]\n", s.Workload)
+	fmt.Fprintf(&b, "  args: [\"-port\", \"$(PORT)\", \"-stamp-dir\", %q]\n", s.StampDir)
+	fmt.Fprintf(&b, "  port: %d\n  replicas: %d\n", s.Base, s.Replicas)
+	return b.Bytes()
+}
+
 func (p *procfleetPeer) flags() []string {
 	return []string{"-f", p.fleet, "--state-dir", p.state}
 }
 
-func (p *procfleetPeer) Start(ctx context.Context, f Fleet) error {
+func (p *procfleetPeer) Start(_ context.Context, f Fleet) error {
+	if err := p.writeFleet(procfleetYAML(f)); err != nil {
+		return err
+	}
+	return p.startUp()
+}
+
+func (p *procfleetPeer) writeFleet(data []byte) error {
 	if err := os.MkdirAll(filepath.Dir(p.fleet), 0o755); err != nil {
 		return fmt.Errorf("procfleet: %w", err)
 	}
-	if err := writeFileAtomic(p.fleet, procfleetYAML(f)); err != nil {
+	if err := writeFileAtomic(p.fleet, data); err != nil {
 		return fmt.Errorf("procfleet: %w", err)
 	}
-	argv := append([]string{p.bin, "up"}, p.flags()...)
-	d, err := startDaemon("procfleet up", argv, nil, filepath.Join(p.dir, "up.log"))
+	return nil
+}
+
+// logsFlags are the flags of `procfleet logs`, run in the fleet file's
+// folder (where it finds procfleet.yaml): there -f means follow.
+func (p *procfleetPeer) logsFlags() []string {
+	return []string{"--state-dir", p.state}
+}
+
+// upLog is where `up` writes its output.
+func (p *procfleetPeer) upLog() string { return filepath.Join(p.dir, "up.log") }
+
+// startUp starts `procfleet up` with extra flags.
+func (p *procfleetPeer) startUp(extra ...string) error {
+	argv := append(append([]string{p.bin, "up"}, p.flags()...), extra...)
+	d, err := startDaemon("procfleet up", argv, nil, p.upLog())
 	if err != nil {
 		return err
 	}
@@ -79,19 +111,44 @@ func (p *procfleetPeer) Start(ctx context.Context, f Fleet) error {
 	return nil
 }
 
-func (p *procfleetPeer) Apply(_ context.Context, f Fleet) error {
-	// `up` watches the file: saving it is all a user does.
-	if err := writeFileAtomic(p.fleet, procfleetYAML(f)); err != nil {
-		return fmt.Errorf("procfleet: %w", err)
+// StartScaled checks that this binary honours spec.replicas (`status`
+// lists the instances, before anything is started), then starts `up`.
+func (p *procfleetPeer) StartScaled(ctx context.Context, s ScaledServer) error {
+	if err := p.writeFleet(procfleetScaledYAML(s)); err != nil {
+		return err
 	}
-	return nil
+	out, err := runCmd(ctx, cmdBound, nil, append([]string{p.bin, "status", "-o", "json"}, p.flags()...)...)
+	if err != nil {
+		return fmt.Errorf("procfleet: status of a fleet with replicas: %w", err)
+	}
+	names, err := replicaNames(out)
+	if err != nil {
+		return err
+	}
+	if ok, why := replicasHonoured(names, s.Name, s.Replicas); !ok {
+		return &unsupportedError{what: "spec.replicas (" + why + ")"}
+	}
+	return p.startUp()
 }
 
-func (p *procfleetPeer) PrepareStop(context.Context) error {
+// Scale saves the fleet file with the new replicas: `up` does the rest.
+func (p *procfleetPeer) Scale(_ context.Context, s ScaledServer) error {
+	return p.writeFleet(procfleetScaledYAML(s))
+}
+
+func (p *procfleetPeer) Apply(_ context.Context, f Fleet) error {
+	// `up` watches the file: saving it is all a user does.
+	return p.writeFleet(procfleetYAML(f))
+}
+
+func (p *procfleetPeer) PrepareStop(context.Context) error { return p.endUp() }
+
+// endUp ends `up` with SIGTERM, which leaves the servers running
+// (DESIGN.md), and checks that it exited 0.
+func (p *procfleetPeer) endUp() error {
 	if p.up == nil {
 		return nil
 	}
-	// SIGTERM: up exits and leaves the servers running (DESIGN.md).
 	if err := p.up.Stop(syscall.SIGTERM, 30*time.Second); err != nil {
 		return fmt.Errorf("procfleet: end up before down: %w", err)
 	}
@@ -106,7 +163,7 @@ func (p *procfleetPeer) PrepareStop(context.Context) error {
 }
 
 func (p *procfleetPeer) StopAll(ctx context.Context) error {
-	_, err := runCmd(ctx, 60*time.Second, nil, append([]string{p.bin, "down"}, p.flags()...)...)
+	_, err := runCmd(ctx, cmdBound, nil, append([]string{p.bin, "down"}, p.flags()...)...)
 	return err
 }
 
@@ -133,7 +190,7 @@ func (p *procfleetPeer) Close(ctx context.Context) error {
 		p.up = nil
 	}
 	if _, err := os.Stat(p.fleet); err == nil {
-		if _, err := runCmd(ctx, 60*time.Second, nil, append([]string{p.bin, "down"}, p.flags()...)...); err != nil {
+		if _, err := runCmd(ctx, cmdBound, nil, append([]string{p.bin, "down"}, p.flags()...)...); err != nil {
 			errs = append(errs, fmt.Errorf("procfleet: down at cleanup: %w", err))
 		}
 	}
@@ -142,7 +199,7 @@ func (p *procfleetPeer) Close(ctx context.Context) error {
 
 // Restarts sums the restarts that `procfleet status -o json` reports.
 func (p *procfleetPeer) Restarts(ctx context.Context) (int, error) {
-	out, err := runCmd(ctx, 30*time.Second, nil, append([]string{p.bin, "status", "-o", "json"}, p.flags()...)...)
+	out, err := runCmd(ctx, cmdBound, nil, append([]string{p.bin, "status", "-o", "json"}, p.flags()...)...)
 	if err != nil {
 		return 0, err
 	}
@@ -167,12 +224,46 @@ func parseStatusRestarts(out []byte) (int, error) {
 	return n, nil
 }
 
+// allReady reports whether `procfleet status -o json` shows every server
+// ready, and how many are not.
+func (p *procfleetPeer) allReady(ctx context.Context) (bool, int, error) {
+	out, err := runCmd(ctx, cmdBound, nil, append([]string{p.bin, "status", "-o", "json"}, p.flags()...)...)
+	if err != nil {
+		return false, 0, err
+	}
+	notReady, err := parseStatusNotReady(out)
+	return err == nil && notReady == 0, notReady, err
+}
+
+// parseStatusNotReady counts the servers of `status -o json` output that
+// are not ready.
+func parseStatusNotReady(out []byte) (int, error) {
+	var st struct {
+		Servers []struct {
+			Ready bool `json:"ready"`
+		} `json:"servers"`
+	}
+	if err := json.Unmarshal(out, &st); err != nil {
+		return 0, fmt.Errorf("parse procfleet status: %w", err)
+	}
+	if len(st.Servers) == 0 {
+		return 0, errors.New("parse procfleet status: no servers")
+	}
+	n := 0
+	for _, s := range st.Servers {
+		if !s.Ready {
+			n++
+		}
+	}
+	return n, nil
+}
+
 // ApplyOnce runs `procfleet apply --wait`: converge once, exit 0 when every
 // server is Ready.
 func (p *procfleetPeer) ApplyOnce(ctx context.Context, f Fleet) error {
 	if err := writeFileAtomic(p.fleet, procfleetYAML(f)); err != nil {
 		return fmt.Errorf("procfleet: %w", err)
 	}
-	_, err := runCmd(ctx, upBound, nil, append([]string{p.bin, "apply", "--wait", "--timeout", "2m"}, p.flags()...)...)
+	_, err := runCmd(ctx, cmdBound, nil, append([]string{p.bin, "apply", "--wait", "--timeout", coldLimit(len(f.Servers)).String()}, p.flags()...)...)
 	return err
 }

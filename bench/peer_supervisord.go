@@ -32,23 +32,48 @@ func (p *supervisordPeer) Name() string { return peerSupervisord }
 // whole process group stopped and killed.
 func supervisordConf(dir string, f Fleet) []byte {
 	var b bytes.Buffer
-	sock := filepath.Join(dir, "supervisor.sock")
-	fmt.Fprintf(&b, "[unix_http_server]\nfile=%s\nchmod=0700\n\n", sock)
-	fmt.Fprintf(&b, "[supervisord]\nnodaemon=true\nlogfile=%s\npidfile=%s\nchilddir=%s\nchildlogdir=%s\n\n",
-		filepath.Join(dir, "supervisord.log"), filepath.Join(dir, "supervisord.pid"), dir, filepath.Join(dir, "logs"))
-	b.WriteString("[rpcinterface:supervisor]\nsupervisor.rpcinterface_factory = supervisor.rpcinterface:make_main_rpcinterface\n\n")
-	fmt.Fprintf(&b, "[supervisorctl]\nserverurl=unix://%s\n\n", sock)
+	supervisordHeader(&b, dir, len(f.Servers))
 	for _, s := range f.Servers {
 		fmt.Fprintf(&b, "[program:%s]\ncommand=%s %s\n", s.Name, f.Workload, strings.Join(s.Args(), " "))
-		b.WriteString("autostart=true\nautorestart=true\nstartsecs=0\nstartretries=3\n")
-		b.WriteString("stopsignal=TERM\nstopwaitsecs=10\nstopasgroup=true\nkillasgroup=true\n")
-		fmt.Fprintf(&b, "redirect_stderr=true\nstdout_logfile=%s\n\n", filepath.Join(dir, "logs", s.Name+".log"))
+		supervisordProgram(&b, dir, s.Name)
 	}
 	return b.Bytes()
 }
 
+// supervisordScaledConf renders s as one program of s.Replicas processes
+// (numprocs): numprocs_start is the first port, so each process's number
+// is its port.
+func supervisordScaledConf(dir string, s ScaledServer) []byte {
+	var b bytes.Buffer
+	supervisordHeader(&b, dir, s.Replicas)
+	fmt.Fprintf(&b, "[program:%s]\ncommand=%s -port %%(process_num)d -stamp-dir %s\n", s.Name, s.Workload, s.StampDir)
+	fmt.Fprintf(&b, "process_name=%%(program_name)s_%%(process_num)d\nnumprocs=%d\nnumprocs_start=%d\n", s.Replicas, s.Base)
+	supervisordProgram(&b, dir, "%(program_name)s_%(process_num)d")
+	return b.Bytes()
+}
+
+// supervisordHeader writes the sections every config has. supervisord
+// keeps three descriptors per process and refuses to start below minfds.
+func supervisordHeader(b *bytes.Buffer, dir string, n int) {
+	sock := filepath.Join(dir, "supervisor.sock")
+	fmt.Fprintf(b, "[unix_http_server]\nfile=%s\nchmod=0700\n\n", sock)
+	fmt.Fprintf(b, "[supervisord]\nnodaemon=true\nlogfile=%s\npidfile=%s\nchilddir=%s\nchildlogdir=%s\nminfds=%d\nminprocs=%d\n\n",
+		filepath.Join(dir, "supervisord.log"), filepath.Join(dir, "supervisord.pid"), dir, filepath.Join(dir, "logs"),
+		max(1024, 4*n+64), max(200, n+200))
+	b.WriteString("[rpcinterface:supervisor]\nsupervisor.rpcinterface_factory = supervisor.rpcinterface:make_main_rpcinterface\n\n")
+	fmt.Fprintf(b, "[supervisorctl]\nserverurl=unix://%s\n\n", sock)
+}
+
+// supervisordProgram writes a program section's settings after its
+// command; logName names its log file.
+func supervisordProgram(b *bytes.Buffer, dir, logName string) {
+	b.WriteString("autostart=true\nautorestart=true\nstartsecs=0\nstartretries=3\n")
+	b.WriteString("stopsignal=TERM\nstopwaitsecs=10\nstopasgroup=true\nkillasgroup=true\n")
+	fmt.Fprintf(b, "redirect_stderr=true\nstdout_logfile=%s\n\n", filepath.Join(dir, "logs", logName+".log"))
+}
+
 func (p *supervisordPeer) ctl(ctx context.Context, args ...string) error {
-	_, err := runCmd(ctx, 120*time.Second, nil, append([]string{"supervisorctl", "-c", p.conf}, args...)...)
+	_, err := runCmd(ctx, cmdBound, nil, append([]string{"supervisorctl", "-c", p.conf}, args...)...)
 	if err != nil {
 		return fmt.Errorf("supervisord: %w", err)
 	}
@@ -56,10 +81,14 @@ func (p *supervisordPeer) ctl(ctx context.Context, args ...string) error {
 }
 
 func (p *supervisordPeer) Start(_ context.Context, f Fleet) error {
+	return p.start(supervisordConf(p.dir, f))
+}
+
+func (p *supervisordPeer) start(conf []byte) error {
 	if err := os.MkdirAll(filepath.Join(p.dir, "logs"), 0o755); err != nil {
 		return fmt.Errorf("supervisord: %w", err)
 	}
-	if err := writeFileAtomic(p.conf, supervisordConf(p.dir, f)); err != nil {
+	if err := writeFileAtomic(p.conf, conf); err != nil {
 		return fmt.Errorf("supervisord: %w", err)
 	}
 	d, err := startDaemon("supervisord", []string{"supervisord", "-n", "-c", p.conf}, nil, filepath.Join(p.dir, "supervisord.out"))
@@ -74,6 +103,21 @@ func (p *supervisordPeer) Start(_ context.Context, f Fleet) error {
 // read a saved file by itself; update restarts only the changed programs.
 func (p *supervisordPeer) Apply(ctx context.Context, f Fleet) error {
 	if err := writeFileAtomic(p.conf, supervisordConf(p.dir, f)); err != nil {
+		return fmt.Errorf("supervisord: %w", err)
+	}
+	return p.ctl(ctx, "update")
+}
+
+// StartScaled starts supervisord with s as one program of numprocs
+// processes.
+func (p *supervisordPeer) StartScaled(_ context.Context, s ScaledServer) error {
+	return p.start(supervisordScaledConf(p.dir, s))
+}
+
+// Scale saves the config with the new numprocs and runs `supervisorctl
+// update`, the documented way to apply it.
+func (p *supervisordPeer) Scale(ctx context.Context, s ScaledServer) error {
+	if err := writeFileAtomic(p.conf, supervisordScaledConf(p.dir, s)); err != nil {
 		return fmt.Errorf("supervisord: %w", err)
 	}
 	return p.ctl(ctx, "update")

@@ -47,23 +47,36 @@ type Target struct {
 
 // Row is one line of the table: one measured figure for every peer.
 type Row struct {
-	Key      string               `json:"key"`
-	Scenario string               `json:"scenario"`
-	Unit     string               `json:"unit"`
-	Values   map[string]float64   `json:"values"`
-	Errors   map[string]string    `json:"errors,omitempty"`
-	Target   *Target              `json:"target,omitempty"`
-	Verdict  string               `json:"verdict,omitempty"`
-	Ratios   map[string]float64   `json:"ratios,omitempty"`
-	Samples  map[string][]float64 `json:"samples,omitempty"`
+	Key      string             `json:"key"`
+	Scenario string             `json:"scenario"`
+	Unit     string             `json:"unit"`
+	Values   map[string]float64 `json:"values"`
+	// Limits holds, for a peer that did not finish within the scenario's
+	// limit, that limit (in Unit): its figure is above it.
+	Limits map[string]float64 `json:"limits,omitempty"`
+	// Unsupported holds, for a peer whose binary lacks what the scenario
+	// drives, what it lacks.
+	Unsupported map[string]string `json:"unsupported,omitempty"`
+	Errors      map[string]string `json:"errors,omitempty"`
+	Target      *Target           `json:"target,omitempty"`
+	Verdict     string            `json:"verdict,omitempty"`
+	// Ratios is procfleet's figure over each other column's; RatioBounds
+	// marks with "<" or ">" a ratio that a limit makes a bound.
+	Ratios      map[string]float64   `json:"ratios,omitempty"`
+	RatioBounds map[string]string    `json:"ratioBounds,omitempty"`
+	Samples     map[string][]float64 `json:"samples,omitempty"`
 }
 
-// Machine describes where the run happened.
+// Machine describes where the run happened. Load is /proc/loadavg's three
+// averages when the run started and when it ended: a busy machine's
+// figures are not comparable with a quiet one's.
 type Machine struct {
-	NProc    int    `json:"nproc"`
-	MemTotal string `json:"memTotal"`
-	Kernel   string `json:"kernel"`
-	CPU      string `json:"cpu"`
+	NProc     int    `json:"nproc"`
+	MemTotal  string `json:"memTotal"`
+	Kernel    string `json:"kernel"`
+	CPU       string `json:"cpu"`
+	LoadStart string `json:"loadStart"`
+	LoadEnd   string `json:"loadEnd"`
 }
 
 // Versions of everything measured.
@@ -91,10 +104,12 @@ type Report struct {
 type Config struct {
 	Peers     []string `json:"peers"`
 	Scenarios []string `json:"scenarios"`
-	N         int      `json:"n"`
+	Sizes     []int    `json:"sizes"`
 	Kills     int      `json:"kills"`
-	CrashSame bool     `json:"crashSame"`
 	Idle      string   `json:"idle"`
+	Window    string   `json:"window"`
+	Scale     [2]int   `json:"scale"`
+	LogsRate  int      `json:"logsRate"`
 	PortBase  int      `json:"portBase"`
 }
 
@@ -144,8 +159,8 @@ func (r *Results) SetSamples(spec RowSpec, peer string, samples []float64) {
 // Fail records that peer could not produce a row's figure, and why.
 func (r *Results) Fail(spec RowSpec, peer string, err error) {
 	row := r.Declare(spec)
-	if _, ok := row.Values[peer]; ok {
-		return // measured before the failure
+	if row.settled(peer) {
+		return // measured (or judged) before the failure
 	}
 	if row.Errors == nil {
 		row.Errors = map[string]string{}
@@ -153,6 +168,41 @@ func (r *Results) Fail(spec RowSpec, peer string, err error) {
 	if row.Errors[peer] == "" {
 		row.Errors[peer] = err.Error()
 	}
+}
+
+// Limit records that peer did not finish a row's scenario within limit
+// (in the row's unit).
+func (r *Results) Limit(spec RowSpec, peer string, limit float64) {
+	row := r.Declare(spec)
+	if row.settled(peer) {
+		return
+	}
+	if row.Limits == nil {
+		row.Limits = map[string]float64{}
+	}
+	row.Limits[peer] = limit
+}
+
+// Unsupported records that peer's binary lacks what a row's scenario
+// drives: what is missing, not a failure.
+func (r *Results) Unsupported(spec RowSpec, peer, what string) {
+	row := r.Declare(spec)
+	if row.settled(peer) {
+		return
+	}
+	if row.Unsupported == nil {
+		row.Unsupported = map[string]string{}
+	}
+	row.Unsupported[peer] = what
+}
+
+// settled reports whether peer already has a figure, a limit or an
+// unsupported mark in the row: the first outcome recorded stands.
+func (row *Row) settled(peer string) bool {
+	_, v := row.Values[peer]
+	_, l := row.Limits[peer]
+	_, u := row.Unsupported[peer]
+	return v || l || u
 }
 
 // Note adds a line under the table.
@@ -168,19 +218,40 @@ func (r *Results) Finish() ([]*Row, []string) {
 	return r.rows, r.notes
 }
 
+// ratioPeers are the columns procfleet's figure is divided by.
+var ratioPeers = []string{peerFloor, peerSupervisord, peerPM2}
+
 // judge fills a row's procfleet/peer ratios and its verdict against target.
+// A figure that hit its limit makes the ratio a bound.
 func judge(row *Row) {
-	pf, ok := row.Values[peerProcfleet]
-	if !ok {
+	pf, pfOK := row.Values[peerProcfleet]
+	pfLimit, pfLimited := row.Limits[peerProcfleet]
+	if _, ok := row.Unsupported[peerProcfleet]; ok {
+		row.Verdict = "not supported by this binary"
 		return
 	}
-	row.Ratios = map[string]float64{}
-	for _, peer := range []string{peerSupervisord, peerPM2, peerFloor} {
-		if v, ok := row.Values[peer]; ok && v > 0 && row.Unit != "count" {
-			row.Ratios[peer] = pf / v
+	if !pfOK && !pfLimited {
+		return
+	}
+	if row.Unit != "count" {
+		for _, peer := range ratioPeers {
+			v, vOK := row.Values[peer]
+			lim, limited := row.Limits[peer]
+			switch {
+			case pfOK && vOK && v > 0:
+				row.setRatio(peer, pf/v, "")
+			case pfOK && limited && lim > 0:
+				row.setRatio(peer, pf/lim, "<")
+			case pfLimited && vOK && v > 0:
+				row.setRatio(peer, pfLimit/v, ">")
+			}
 		}
 	}
 	if row.Target == nil {
+		return
+	}
+	if pfLimited {
+		row.Verdict = fmt.Sprintf("missed: did not finish within %s", formatValue(pfLimit, row.Unit))
 		return
 	}
 	limit := row.Target.Value
@@ -199,19 +270,26 @@ func judge(row *Row) {
 	}
 	if pf <= limit {
 		row.Verdict = "met"
-		if row.Target.Kind == TargetFloorFactor {
-			row.Verdict = fmt.Sprintf("met (%.2fx floor)", pf/floor)
-		}
 		return
 	}
 	over := pf - limit
-	if row.Unit == "count" {
+	if row.Unit == "count" || limit <= 0 {
 		row.Verdict = fmt.Sprintf("missed by %s", formatValue(over, row.Unit))
 		return
 	}
 	row.Verdict = fmt.Sprintf("missed by %s (+%.0f%%)", formatValue(over, row.Unit), over/limit*100)
-	if row.Target.Kind == TargetFloorFactor {
-		row.Verdict += fmt.Sprintf(", %.2fx floor", pf/floor)
+}
+
+func (row *Row) setRatio(peer string, v float64, bound string) {
+	if row.Ratios == nil {
+		row.Ratios = map[string]float64{}
+	}
+	row.Ratios[peer] = v
+	if bound != "" {
+		if row.RatioBounds == nil {
+			row.RatioBounds = map[string]string{}
+		}
+		row.RatioBounds[peer] = bound
 	}
 }
 
@@ -226,47 +304,71 @@ func formatValue(v float64, unit string) string {
 		}
 		return fmt.Sprintf("%.1f ms", v)
 	case "s":
+		if v >= 100 {
+			return fmt.Sprintf("%.0f s", v)
+		}
 		return fmt.Sprintf("%.2f s", v)
 	case "MiB":
 		return fmt.Sprintf("%.1f MiB", v)
 	case "count":
 		return fmt.Sprintf("%.0f", v)
+	case "%":
+		return fmt.Sprintf("%.2f %%", v)
+	case "x":
+		return fmt.Sprintf("%.2fx", v)
+	case "ms/s":
+		return fmt.Sprintf("%.2f ms/s", v)
 	}
 	return fmt.Sprintf("%g %s", v, unit)
 }
 
-// RenderTable writes rows as a markdown table, then the errors and notes.
+// RenderTable writes rows as a markdown table, then the footnotes (errors,
+// what a binary does not support) and notes.
 func RenderTable(w io.Writer, rows []*Row, notes []string) error {
 	var b strings.Builder
 	b.WriteString("| scenario |")
 	for _, c := range tableColumns {
 		b.WriteString(" " + columnTitle[c] + " |")
 	}
-	b.WriteString(" target | procfleet vs target | procfleet/supervisord | procfleet/PM2 |\n")
-	b.WriteString("|---|")
+	b.WriteString(" target | procfleet vs target |")
+	for _, c := range ratioPeers {
+		b.WriteString(" procfleet/" + columnTitle[c] + " |")
+	}
+	b.WriteString("\n|---|")
 	for range tableColumns {
 		b.WriteString("---:|")
 	}
-	b.WriteString("---|---|---:|---:|\n")
+	b.WriteString("---|---|")
+	for range ratioPeers {
+		b.WriteString("---:|")
+	}
+	b.WriteString("\n")
 
-	var errs []string
-	errIndex := map[string]int{}
+	var foot []string
+	footIndex := map[string]int{}
+	footnote := func(msg string) int {
+		i, ok := footIndex[msg]
+		if !ok {
+			foot = append(foot, msg)
+			i = len(foot)
+			footIndex[msg] = i
+		}
+		return i
+	}
+	limited := false
 	for _, row := range rows {
 		b.WriteString("| " + row.Scenario + " |")
 		for _, c := range tableColumns {
-			switch v, ok := row.Values[c]; {
-			case ok:
+			if v, ok := row.Values[c]; ok {
 				b.WriteString(" " + formatValue(v, row.Unit) + " |")
-			case row.Errors[c] != "":
-				msg := columnTitle[c] + ": " + clip(oneLine(row.Errors[c]))
-				i, ok := errIndex[msg]
-				if !ok {
-					errs = append(errs, msg)
-					i = len(errs)
-					errIndex[msg] = i
-				}
-				fmt.Fprintf(&b, " failed [%d] |", i)
-			default:
+			} else if lim, ok := row.Limits[c]; ok {
+				limited = true
+				b.WriteString(" > " + formatValue(lim, row.Unit) + " |")
+			} else if what, ok := row.Unsupported[c]; ok {
+				fmt.Fprintf(&b, " not supported [%d] |", footnote(columnTitle[c]+": not supported by this binary: "+clip(oneLine(what))))
+			} else if msg, ok := row.Errors[c]; ok {
+				fmt.Fprintf(&b, " failed [%d] |", footnote(columnTitle[c]+": "+clip(oneLine(msg))))
+			} else {
 				b.WriteString(" — |")
 			}
 		}
@@ -275,26 +377,29 @@ func RenderTable(w io.Writer, rows []*Row, notes []string) error {
 			target = row.Target.Text
 		}
 		b.WriteString(" " + target + " | " + row.Verdict + " |")
-		for _, peer := range []string{peerSupervisord, peerPM2} {
+		for _, peer := range ratioPeers {
 			if r, ok := row.Ratios[peer]; ok {
-				fmt.Fprintf(&b, " %.2fx |", r)
+				fmt.Fprintf(&b, " %s%.2fx |", row.RatioBounds[peer], r)
 			} else {
 				b.WriteString(" |")
 			}
 		}
 		b.WriteString("\n")
 	}
-	if len(errs) > 0 {
+	if len(foot) > 0 {
 		b.WriteString("\n")
-		for i, e := range errs {
+		for i, e := range foot {
 			fmt.Fprintf(&b, "[%d] %s\n", i+1, e)
 		}
 	}
-	if len(notes) > 0 {
+	if limited || len(notes) > 0 {
 		b.WriteString("\n")
-		for _, n := range notes {
-			b.WriteString("- " + clip(n) + "\n")
-		}
+	}
+	if limited {
+		b.WriteString("- \"> X\": did not finish within the scenario's limit X; the figure is above it, and a ratio to it is a bound.\n")
+	}
+	for _, n := range notes {
+		b.WriteString("- " + clip(n) + "\n")
 	}
 	_, err := io.WriteString(w, b.String())
 	if err != nil {
@@ -318,4 +423,14 @@ func clip(s string) string {
 		return s[:600] + "…"
 	}
 	return s
+}
+
+// Value returns peer's figure in a row, if it has one.
+func (r *Results) Value(spec RowSpec, peer string) (float64, bool) {
+	row, ok := r.byKey[spec.Key]
+	if !ok {
+		return 0, false
+	}
+	v, ok := row.Values[peer]
+	return v, ok
 }

@@ -23,8 +23,12 @@ const (
 	onePoll = time.Millisecond
 	// fleetPoll is used for many servers at once: one read of /proc/net/tcp
 	// per sweep, then GET /health only on ports that listen. Slower, so the
-	// bench does not steal the CPU the supervisor under test needs.
+	// bench does not steal the CPU the supervisor under test needs; and
+	// slower still for large fleets (sweepEvery), whose socket table costs
+	// more to read and whose waits last seconds.
 	fleetPoll = 5 * time.Millisecond
+	// fleetPollMax is the sweep interval from 1,000 servers on.
+	fleetPollMax = 25 * time.Millisecond
 	// stampSafetyPoll re-reads a watched stamp file in case an fsnotify
 	// event is lost (queue overflow); events normally come first.
 	stampSafetyPoll = 50 * time.Millisecond
@@ -102,12 +106,19 @@ func waitHealth(ctx context.Context, c *http.Client, port int, want func(string)
 	}
 }
 
+// sweepEvery is the poll interval of a wait over n servers: fleetPoll up
+// to 200, growing linearly to fleetPollMax at 1,000.
+func sweepEvery(n int) time.Duration {
+	d := fleetPoll * time.Duration(max(1, n/200))
+	return min(d, fleetPollMax)
+}
+
 // waitAllHealth waits until every port answers /health 200 and returns when
 // the last one first did.
 func waitAllHealth(ctx context.Context, c *http.Client, ports []int, check errCheck) (time.Time, error) {
 	pending := slices.Clone(ports)
 	var last time.Time
-	t := time.NewTicker(fleetPoll)
+	t := time.NewTicker(sweepEvery(len(ports)))
 	defer t.Stop()
 	for {
 		listening, err := listeningPorts()
@@ -141,34 +152,76 @@ func waitAllHealth(ctx context.Context, c *http.Client, ports []int, check errCh
 }
 
 // waitStopped waits until no pid runs (zombies count as gone) and no port
-// listens, and returns when that was first seen.
+// listens, and returns when that was first seen. A pid seen gone is not
+// looked at again: its number may be reused.
 func waitStopped(ctx context.Context, pids, ports []int) (time.Time, error) {
-	t := time.NewTicker(fleetPoll)
+	t := time.NewTicker(sweepEvery(max(len(pids), len(ports))))
 	defer t.Stop()
+	alive := slices.Clone(pids)
 	for {
-		alive := 0
-		for _, pid := range pids {
-			if !processGone(pid) {
-				alive++
-			}
-		}
-		listening, err := listeningPorts()
+		alive = slices.DeleteFunc(alive, processGone)
+		busy, err := countListening(ports)
 		if err != nil {
 			return time.Time{}, err
 		}
-		busy := 0
-		for _, p := range ports {
-			if listening[p] {
-				busy++
-			}
-		}
-		if alive == 0 && busy == 0 {
+		if len(alive) == 0 && busy == 0 {
 			return time.Now(), nil
 		}
 		select {
 		case <-ctx.Done():
-			return time.Time{}, fmt.Errorf("wait for %d processes to exit and %d ports to close (%d alive, %d listening): %w",
-				len(pids), len(ports), alive, busy, context.Cause(ctx))
+			return time.Time{}, fmt.Errorf("wait for %d processes to exit and %d ports to close (%d alive, first %d; %d listening): %w",
+				len(pids), len(ports), len(alive), append(alive, 0)[0], busy, context.Cause(ctx))
+		case <-t.C:
+		}
+	}
+}
+
+// countListening returns how many of ports are in LISTEN state.
+func countListening(ports []int) (int, error) {
+	listening, err := listeningPorts()
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, p := range ports {
+		if listening[p] {
+			n++
+		}
+	}
+	return n, nil
+}
+
+// waitLeft waits until exactly k of f's ports listen and exactly k of the
+// instances its stamp files record still run the workload (stamps are read anew each
+// sweep: a peer may replace the instances it keeps), and returns when that
+// was first seen.
+func waitLeft(ctx context.Context, f Fleet, k int) (time.Time, error) {
+	t := time.NewTicker(sweepEvery(len(f.Servers)))
+	defer t.Stop()
+	for {
+		alive := 0
+		for _, s := range f.Servers {
+			st, err := readStamps(s.Stamp)
+			if err != nil {
+				return time.Time{}, err
+			}
+			for _, x := range st {
+				if runsProgram(x.PID, f.Workload) {
+					alive++
+				}
+			}
+		}
+		busy, err := countListening(f.Ports())
+		if err != nil {
+			return time.Time{}, err
+		}
+		if alive == k && busy == k {
+			return time.Now(), nil
+		}
+		select {
+		case <-ctx.Done():
+			return time.Time{}, fmt.Errorf("wait for %d of %d instances to be left (%d running, %d listening): %w",
+				k, len(f.Servers), alive, busy, context.Cause(ctx))
 		case <-t.C:
 		}
 	}
