@@ -288,6 +288,22 @@ func TestOutcomeOrder(t *testing.T) {
 	if row.Unsupported[peerProcfleet] != "x" || row.Limits[peerProcfleet] != 0 {
 		t.Errorf("procfleet: unsupported %q, limit %v; want unsupported kept", row.Unsupported[peerProcfleet], row.Limits[peerProcfleet])
 	}
+
+	// Over rounds: the median, the range; a limit in any round wins.
+	res = NewResults()
+	for _, v := range []float64{3, 1, 2} {
+		res.Set(spec, peerPM2, v)
+	}
+	res.Set(spec, peerSupervisord, 5)
+	res.Limit(spec, peerSupervisord, 90)
+	rows, _ = res.Finish()
+	row = rows[0]
+	if row.Values[peerPM2] != 2 || row.Spread[peerPM2] != [2]float64{1, 3} {
+		t.Errorf("pm2 over 3 rounds: %v, spread %v; want 2, [1 3]", row.Values[peerPM2], row.Spread[peerPM2])
+	}
+	if _, ok := row.Values[peerSupervisord]; ok || row.Limits[peerSupervisord] != 90 {
+		t.Errorf("supervisord, a round over its limit: value %v, limit %v; want the limit alone", row.Values, row.Limits)
+	}
 }
 
 // TestRecord: a passed limit, from the error or from the context's cause,
@@ -388,6 +404,48 @@ func TestRenderTableGolden(t *testing.T) {
 	}
 	if !bytes.Equal(buf.Bytes(), want) {
 		t.Errorf("table differs from %s (go test ./bench -update):\n%s", golden, buf.String())
+	}
+}
+
+// TestRenderTableABGolden: an A/B over rounds, with a baseline column, a
+// difference beyond the spread and one within it.
+func TestRenderTableABGolden(t *testing.T) {
+	rs := newRows(settings{sizes: []int{1000}, idle: 30 * time.Second, window: 10 * time.Second,
+		scale: [2]int{10, 100}, logsRate: 100000, neighbourN: neighbourServers})
+	res := NewResults()
+	s := rs.size[1000]
+	for _, spec := range []RowSpec{s.stop, s.cold} {
+		res.Declare(spec)
+	}
+	for i, v := range []float64{2.9, 3.1, 3.0} {
+		res.Set(s.stop, peerProcfleet, v)
+		res.Set(s.stop, peerBaseline, []float64{4.1, 4.3, 4.2}[i])
+		res.Set(s.stop, peerFloor, []float64{1.5, 1.6, 1.4}[i])
+		res.Set(s.cold, peerProcfleet, []float64{14.1, 15.0, 14.6}[i])
+		res.Set(s.cold, peerBaseline, []float64{14.8, 14.3, 15.2}[i])
+	}
+	rows, notes := res.Finish()
+	columnTitle[peerBaseline] = "procfleet@abc1234"
+	t.Cleanup(func() { columnTitle[peerBaseline] = "baseline" })
+	var buf bytes.Buffer
+	if err := RenderTable(&buf, rows, notes); err != nil {
+		t.Fatal(err)
+	}
+	golden := filepath.Join("testdata", "table-ab.golden")
+	if *update {
+		if err := os.WriteFile(golden, buf.Bytes(), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(golden)
+	if err != nil {
+		t.Fatalf("%v (run go test ./bench -update to create it)", err)
+	}
+	if !bytes.Equal(buf.Bytes(), want) {
+		t.Errorf("table differs from %s (go test ./bench -update):\n%s", golden, buf.String())
+	}
+	if !rows[0].Apart[peerBaseline] || rows[1].Apart[peerBaseline] {
+		t.Errorf("apart: stop %v, cold %v; want the stop's ranges apart, the cold start's overlapping", rows[0].Apart, rows[1].Apart)
 	}
 }
 
@@ -953,5 +1011,50 @@ func TestFollowerWaitEndsWithIt(t *testing.T) {
 	}
 	if time.Since(start) > time.Minute {
 		t.Error("waitFor ran to its bound")
+	}
+}
+
+func TestParseFlagsAB(t *testing.T) {
+	o, err := parseFlags([]string{"-peers", "pm2,procfleet,supervisord", "-baseline", "abc1234", "-rounds", "3"}, &bytes.Buffer{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(o.peers, ",") != "pm2,procfleet,baseline,supervisord" || o.rounds != 3 || o.baseline != "abc1234" {
+		t.Errorf("parseFlags = peers %v, rounds %d, baseline %q; want the baseline after procfleet", o.peers, o.rounds, o.baseline)
+	}
+	for _, bad := range [][]string{{"-peers", "pm2", "-baseline", "abc"}, {"-rounds", "0"}} {
+		if _, err := parseFlags(bad, &bytes.Buffer{}); err == nil {
+			t.Errorf("parseFlags(%q) succeeded, want an error", bad)
+		}
+	}
+}
+
+// TestPrepareBaseline: an executable file is used as it is (once it
+// answers `up --help` and `down --help`); a name that is neither a file
+// nor a commit is an error that says so.
+func TestPrepareBaseline(t *testing.T) {
+	ctx := context.Background()
+	root, err := moduleRoot(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "procfleet-old")
+	if err := os.WriteFile(bin, []byte("#!/bin/sh\necho \"usage: procfleet $1\"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	r := &runner{root: root, tmp: dir, planSrc: map[string]string{}}
+	got, name, err := r.prepareBaseline(ctx, bin)
+	if err != nil || got != bin || name != "procfleet-old" {
+		t.Errorf("prepareBaseline(file) = %q, %q, %v; want the file itself", got, name, err)
+	}
+	if _, ok := r.planSrc[peerBaseline]; ok {
+		t.Error("a prebuilt baseline got a source tree to benchmark")
+	}
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("no git")
+	}
+	if _, _, err := r.prepareBaseline(ctx, "no-such-revision-or-file"); err == nil || !strings.Contains(err.Error(), "neither an executable file nor a commit") {
+		t.Errorf("prepareBaseline(nonsense) = %v, want an error saying what it is not", err)
 	}
 }

@@ -73,6 +73,15 @@
 // not measured; -src worktree measures the work tree, -procfleet-bin a
 // binary.
 //
+// An A/B in one run: -baseline REV (a commit, exported and built the same
+// way, or a binary) is measured as a column of its own, beside procfleet,
+// and -rounds N runs everything N times, the peers in turn (their order
+// reversed every other round). A row then shows each figure's median and
+// range, and marks a ratio whose two ranges do not overlap. For issue 17's
+// stop at 1,000:
+//
+//	go run ./bench -fleet 1000 -scenarios stop -baseline REV -rounds 5
+//
 // Guarantees:
 //   - Loopback only; ports come from -port-base upwards, each checked free.
 //   - No fixed sleeps wait for an event: stamps are watched with fsnotify

@@ -93,7 +93,7 @@ func (r *runner) logsStream(ctx context.Context, pm peerMaker) error {
 		fl     *follower
 		c      *seqCounter
 		column string
-	}{{pfl, pfc, peerProcfleet}, {tfl, tc, peerFloor}} {
+	}{{pfl, pfc, pm.name}, {tfl, tc, peerFloor}} {
 		err := x.fl.waitFor(ctx, x.c.changed, r.window+followBound, x.fl.name+" to print the last line", x.c.ended)
 		if err != nil {
 			r.record([]RowSpec{r.rows.logsCPU, r.rows.logsLost}, x.column, nil, err)

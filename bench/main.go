@@ -48,6 +48,8 @@ type options struct {
 
 	procfleetBin string
 	src          string
+	baseline     string
+	rounds       int
 }
 
 // intList is a flag of comma-separated positive integers.
@@ -115,6 +117,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.procfleetBin, "procfleet-bin", "", "use this procfleet binary instead of building ./cmd/procfleet")
 	fs.StringVar(&o.src, "src", "head", "what procfleet is built and benchmarked from: head (the committed HEAD, exported with git archive) or worktree (the work tree as it is)")
 	fs.BoolVar(&o.install, "install", true, "install supervisord (apt-get) and PM2 (npm) when missing")
+	fs.StringVar(&o.baseline, "baseline", "", "also measure this procfleet, a git revision (built from it) or a binary, in a column of its own: an A/B in one run")
+	fs.IntVar(&o.rounds, "rounds", 1, "run every scenario this many times, the peers in turn (reversed every other round); rows show the median and the range")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -143,8 +147,14 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		return o, fmt.Errorf("-scale %s: want FROM,TO with FROM < TO ≤ %d", intList{&scale}, maxFleet)
 	}
 	o.scale = [2]int{scale[0], scale[1]}
-	if o.kills < 1 || o.idle <= 0 || o.window <= 0 || o.logsRate <= 0 {
-		return o, errors.New("-kills and -logs-rate must be at least 1, -idle and -window positive")
+	if o.kills < 1 || o.idle <= 0 || o.window <= 0 || o.logsRate <= 0 || o.rounds < 1 {
+		return o, errors.New("-kills, -logs-rate and -rounds must be at least 1, -idle and -window positive")
+	}
+	if o.baseline != "" {
+		if !slices.Contains(o.peers, peerProcfleet) {
+			return o, errors.New("-baseline is compared with procfleet: -peers must include it")
+		}
+		o.peers = slices.Insert(o.peers, slices.Index(o.peers, peerProcfleet)+1, peerBaseline)
 	}
 	return o, nil
 }
@@ -197,7 +207,8 @@ func run(args []string, stdout, stderr io.Writer) error {
 		Date:    started.UTC(),
 		Command: "go run ./bench " + strings.Join(args, " "),
 		Config: Config{Peers: o.peers, Scenarios: o.scenarios, Sizes: o.sizes, Kills: o.kills,
-			Idle: o.idle.String(), Window: o.window.String(), Scale: o.scale, LogsRate: o.logsRate, PortBase: o.portBase},
+			Idle: o.idle.String(), Window: o.window.String(), Scale: o.scale, LogsRate: o.logsRate, PortBase: o.portBase,
+			Baseline: o.baseline, Rounds: o.rounds},
 	}
 	res := NewResults()
 	rs := newRows(settings{sizes: o.sizes, idle: o.idle, window: o.window, scale: o.scale, logsRate: o.logsRate, neighbourN: neighbourServers})
@@ -234,7 +245,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 		log: lg, res: res, rows: rs, tmp: tmp, root: root, src: root, workload: workload,
 		ports: ports[:len(ports)-1], uiPort: ports[len(ports)-1], scalePorts: scalePorts,
 		sizes: o.sizes, kills: o.kills, idle: o.idle, window: o.window, scale: o.scale, logsRate: o.logsRate,
-		scenarios: sc, withApply: withApply, client: newHealthClient(),
+		scenarios: sc, withApply: withApply, client: newHealthClient(), planSrc: map[string]string{},
 	}
 
 	peers, versions := r.preparePeers(ctx, o)
@@ -242,49 +253,23 @@ func run(args []string, stdout, stderr io.Writer) error {
 	lg.Printf("load %s; ports %d-%d; fleets of %s; peers %s; scenarios %s", machine.LoadStart, ports[0], ports[len(ports)-1],
 		intList{&o.sizes}, strings.Join(o.peers, ","), strings.Join(o.scenarios, ","))
 
-	if o.floor {
-		r.floor(ctx)
-	}
-	for _, p := range peers {
-		if ctx.Err() != nil {
-			break
+	for round := range o.rounds {
+		r.round = round
+		if o.rounds > 1 {
+			lg.Printf("round %d of %d", round+1, o.rounds)
 		}
-		if r.want(scCrash) {
-			lg.Printf("%s: crash scenario", p.name)
-			if err := r.crash(ctx, p); err != nil {
-				lg.Printf("%s: crash: %v", p.name, err)
-				r.failAll(p.name, []string{scCrash}, err)
-			}
+		if o.floor && ctx.Err() == nil {
+			r.floor(ctx)
 		}
-		for _, n := range r.sizes {
+		order := slices.Clone(peers)
+		if round%2 == 1 {
+			slices.Reverse(order) // neither peer always first
+		}
+		for _, p := range order {
 			if ctx.Err() == nil {
-				r.fleet(ctx, p, n)
+				r.peerRound(ctx, p)
 			}
 		}
-		if r.want(scScale) && ctx.Err() == nil {
-			lg.Printf("%s: scale scenario", p.name)
-			r.scaleTest(ctx, p)
-		}
-		if p.name != peerProcfleet {
-			continue
-		}
-		if r.want(scLogs) && ctx.Err() == nil {
-			lg.Printf("%s: logs scenario", p.name)
-			if err := r.logsStream(ctx, p); err != nil {
-				lg.Printf("%s: logs: %v", p.name, err)
-				r.failAll(p.name, []string{scLogs}, err)
-			}
-		}
-		if r.want(scNeighbour) && ctx.Err() == nil {
-			lg.Printf("%s: neighbour scenario", p.name)
-			if err := r.neighbour(ctx, p); err != nil {
-				lg.Printf("%s: neighbour: %v", p.name, err)
-				r.failAll(p.name, []string{scNeighbour}, err)
-			}
-		}
-	}
-	if r.want(scPlan) && slices.Contains(o.peers, peerProcfleet) && ctx.Err() == nil {
-		r.plan(ctx)
 	}
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("interrupted: %w", err)
@@ -331,15 +316,77 @@ func writeHeader(w io.Writer, rep *Report) error {
 	m, v := rep.Machine, rep.Versions
 	_, err := fmt.Fprintf(w, "procfleet bench, %s (took %s)\n\n"+
 		"- machine: %d CPUs (%s), %s memory, Linux %s; load average %s at the start, %s at the end\n"+
-		"- versions: %s; procfleet %s; supervisord %s; PM2 %s; node %s\n"+
+		"- versions: %s; procfleet %s%s; supervisord %s; PM2 %s; node %s\n"+
 		"- command: `%s`\n\n",
 		rep.Date.Format("2006-01-02 15:04 UTC"), rep.Duration,
 		m.NProc, m.CPU, m.MemTotal, m.Kernel, m.LoadStart, m.LoadEnd,
-		v.Go, v.Procfleet, v.Supervisord, v.PM2, v.Node, rep.Command)
+		v.Go, v.Procfleet, baselineText(v.Baseline, rep.Config.Rounds), orNone(v.Supervisord), orNone(v.PM2), orNone(v.Node), rep.Command)
 	if err != nil {
 		return fmt.Errorf("write header: %w", err)
 	}
 	return nil
+}
+
+func orNone(v string) string {
+	if v == "" {
+		return "not run"
+	}
+	return v
+}
+
+func baselineText(baseline string, rounds int) string {
+	s := ""
+	if baseline != "" {
+		s = "; baseline procfleet " + baseline
+	}
+	if rounds > 1 {
+		s += fmt.Sprintf("; %d rounds", rounds)
+	}
+	return s
+}
+
+// peerRound runs every scenario of one peer once.
+func (r *runner) peerRound(ctx context.Context, p peerMaker) {
+	if r.want(scCrash) {
+		r.log.Printf("%s: crash scenario", p.name)
+		if err := r.crash(ctx, p); err != nil {
+			r.log.Printf("%s: crash: %v", p.name, err)
+			r.failAll(p.name, []string{scCrash}, err)
+		}
+	}
+	for _, n := range r.sizes {
+		if ctx.Err() == nil {
+			r.fleet(ctx, p, n)
+		}
+	}
+	if r.want(scScale) && ctx.Err() == nil {
+		r.log.Printf("%s: scale scenario", p.name)
+		r.scaleTest(ctx, p)
+	}
+	if !isProcfleet(p.name) {
+		return
+	}
+	if r.want(scLogs) && ctx.Err() == nil {
+		r.log.Printf("%s: logs scenario", p.name)
+		if err := r.logsStream(ctx, p); err != nil {
+			r.log.Printf("%s: logs: %v", p.name, err)
+			r.failAll(p.name, []string{scLogs}, err)
+		}
+	}
+	if r.want(scNeighbour) && ctx.Err() == nil {
+		r.log.Printf("%s: neighbour scenario", p.name)
+		if err := r.neighbour(ctx, p); err != nil {
+			r.log.Printf("%s: neighbour: %v", p.name, err)
+			r.failAll(p.name, []string{scNeighbour}, err)
+		}
+	}
+	if r.want(scPlan) && ctx.Err() == nil {
+		if src, ok := r.planSrc[p.name]; ok {
+			r.plan(ctx, p.name, src)
+		} else {
+			r.res.Fail(r.rows.plan, p.name, errors.New("no source to run the benchmark from (a prebuilt binary)"))
+		}
+	}
 }
 
 // preparePeers builds procfleet and installs the peers as needed. A peer
@@ -359,17 +406,27 @@ func (r *runner) preparePeers(ctx context.Context, o options) ([]peerMaker, Vers
 			var bin string
 			v.Procfleet, err = r.procfleetSource(ctx, o)
 			if err == nil {
-				bin, err = r.buildProcfleet(ctx, o.procfleetBin)
+				bin, err = r.buildProcfleet(ctx, r.src, "procfleet", o.procfleetBin)
 			}
 			if err != nil && r.src != r.root {
 				r.log.Printf("procfleet: HEAD does not build, measuring the work tree: %v", err)
 				r.res.Note("procfleet: the committed HEAD did not build (%s); the work tree was measured instead", oneLine(err.Error()))
 				r.src = r.root
 				v.Procfleet = gitRev(ctx, r.root)
-				bin, err = r.buildProcfleet(ctx, o.procfleetBin)
+				bin, err = r.buildProcfleet(ctx, r.src, "procfleet", o.procfleetBin)
 			}
 			if err == nil {
-				mk = func(dir string) Peer { return newProcfleetPeer(bin, dir) }
+				if o.procfleetBin == "" {
+					r.planSrc[name] = r.src
+				}
+				mk = func(dir string) Peer { return newProcfleetPeer(bin, dir, peerProcfleet) }
+			}
+		case peerBaseline:
+			var bin string
+			bin, v.Baseline, err = r.prepareBaseline(ctx, o.baseline)
+			if err == nil {
+				columnTitle[peerBaseline] = "procfleet@" + v.Baseline
+				mk = func(dir string) Peer { return newProcfleetPeer(bin, dir, peerBaseline) }
 			}
 		case peerSupervisord:
 			err = ensureSupervisord(ctx, r.log, o.install)
@@ -398,13 +455,13 @@ func (r *runner) preparePeers(ctx context.Context, o options) ([]peerMaker, Vers
 	return peers, v
 }
 
-// buildProcfleet builds ./cmd/procfleet and checks that it has the commands
-// the bench drives.
-func (r *runner) buildProcfleet(ctx context.Context, prebuilt string) (string, error) {
+// buildProcfleet builds src's ./cmd/procfleet as bin/<name> (or takes
+// prebuilt) and checks that it has the commands the bench drives.
+func (r *runner) buildProcfleet(ctx context.Context, src, name, prebuilt string) (string, error) {
 	bin := prebuilt
 	if bin == "" {
-		bin = filepath.Join(r.tmp, "bin", "procfleet")
-		if _, err := runCmdIn(ctx, r.src, 5*time.Minute, "go", "build", "-o", bin, "./cmd/procfleet"); err != nil {
+		bin = filepath.Join(r.tmp, "bin", name)
+		if _, err := runCmdIn(ctx, src, 5*time.Minute, "go", "build", "-o", bin, "./cmd/procfleet"); err != nil {
 			return "", fmt.Errorf("build procfleet: %w", err)
 		}
 	}
@@ -455,21 +512,54 @@ func (r *runner) procfleetSource(ctx context.Context, o options) (string, error)
 	if err != nil {
 		return "", fmt.Errorf("find HEAD: %w", err)
 	}
-	dst := filepath.Join(r.tmp, "src")
-	if err := os.MkdirAll(dst, 0o755); err != nil {
-		return "", fmt.Errorf("export HEAD: %w", err)
-	}
-	archive := filepath.Join(r.tmp, "src.tar")
 	// rev, not HEAD: others commit to the shared tree meanwhile, and the
 	// version reported must be the one exported.
-	if _, err := runCmdIn(ctx, r.root, 2*time.Minute, "git", "archive", "--format=tar", "-o", archive, rev); err != nil {
-		return "", fmt.Errorf("export HEAD: %w", err)
-	}
-	if _, err := runCmdIn(ctx, dst, 2*time.Minute, "tar", "-xf", archive); err != nil {
+	dst := filepath.Join(r.tmp, "src")
+	if err := exportRev(ctx, r.root, rev, dst); err != nil {
 		return "", fmt.Errorf("export HEAD: %w", err)
 	}
 	r.src = dst
 	return rev + " (committed HEAD)", nil
+}
+
+// exportRev writes the tree of commit rev of the repository at root into
+// dst (git archive), so that it builds apart from the work tree.
+func exportRev(ctx context.Context, root, rev, dst string) error {
+	if err := os.MkdirAll(dst, 0o755); err != nil {
+		return fmt.Errorf("export %s: %w", rev, err)
+	}
+	archive := dst + ".tar"
+	if _, err := runCmdIn(ctx, root, 2*time.Minute, "git", "archive", "--format=tar", "-o", archive, rev); err != nil {
+		return fmt.Errorf("export %s: %w", rev, err)
+	}
+	if _, err := runCmdIn(ctx, dst, 2*time.Minute, "tar", "-xf", archive); err != nil {
+		return fmt.Errorf("export %s: %w", rev, err)
+	}
+	return nil
+}
+
+// prepareBaseline returns the baseline binary and its name: baseline is
+// an executable file, used as it is, or a git revision, exported and
+// built (and its reconciler benchmark run from that tree).
+func (r *runner) prepareBaseline(ctx context.Context, baseline string) (string, string, error) {
+	if st, err := os.Stat(baseline); err == nil && st.Mode().IsRegular() && st.Mode()&0o111 != 0 {
+		bin, err := r.buildProcfleet(ctx, "", "", baseline)
+		return bin, filepath.Base(baseline), err
+	}
+	out, err := runCmdIn(ctx, r.root, 30*time.Second, "git", "rev-parse", "--short", "--verify", baseline+"^{commit}")
+	if err != nil {
+		return "", "", fmt.Errorf("-baseline %q is neither an executable file nor a commit: %w", baseline, err)
+	}
+	rev := strings.TrimSpace(string(out))
+	dst := filepath.Join(r.tmp, "src-baseline")
+	if err := exportRev(ctx, r.root, rev, dst); err != nil {
+		return "", "", err
+	}
+	bin, err := r.buildProcfleet(ctx, dst, "procfleet-baseline", "")
+	if err == nil {
+		r.planSrc[peerBaseline] = dst
+	}
+	return bin, rev, err
 }
 
 // headRev is the short hash of the commit HEAD names now.
@@ -646,32 +736,32 @@ func pm2Version(dir string) string {
 	return pkg.Version
 }
 
-// plan runs the reconciler's 1,000-server benchmark when it exists.
-func (r *runner) plan(ctx context.Context) {
+// plan runs the reconciler's 1,000-server benchmark of src, when it
+// exists, for peer's column.
+func (r *runner) plan(ctx context.Context, peer, src string) {
 	const name = "BenchmarkReconcilePass1000"
 	found := false
-	files, _ := filepath.Glob(filepath.Join(r.src, "reconciler", "*_test.go"))
+	files, _ := filepath.Glob(filepath.Join(src, "reconciler", "*_test.go"))
 	for _, f := range files {
 		if data, err := os.ReadFile(f); err == nil && strings.Contains(string(data), "func "+name+"(") {
 			found = true
 		}
 	}
 	if !found {
-		r.res.Note("6. plan at scale skipped: %s does not exist in ./reconciler yet", name)
-		r.res.Fail(r.rows.plan, peerProcfleet, fmt.Errorf("%s not found in ./reconciler", name))
+		r.res.Fail(r.rows.plan, peer, fmt.Errorf("%s not found in ./reconciler", name))
 		return
 	}
-	r.log.Printf("plan: go test -bench %s ./reconciler/", name)
-	out, err := runCmdIn(ctx, r.src, 10*time.Minute, "go", "test", "-run=^$", "-bench=^"+name+"$", "-benchmem", "-count=1", "./reconciler/")
+	r.log.Printf("%s: plan: go test -bench %s ./reconciler/", peer, name)
+	out, err := runCmdIn(ctx, src, 10*time.Minute, "go", "test", "-run=^$", "-bench=^"+name+"$", "-benchmem", "-count=1", "./reconciler/")
 	if err != nil {
-		r.res.Fail(r.rows.plan, peerProcfleet, err)
+		r.res.Fail(r.rows.plan, peer, err)
 		return
 	}
 	ns, err := parseBenchNsPerOp(out, name)
 	if err != nil {
-		r.res.Fail(r.rows.plan, peerProcfleet, err)
+		r.res.Fail(r.rows.plan, peer, err)
 		return
 	}
-	r.res.Set(r.rows.plan, peerProcfleet, ns/1e6)
-	r.log.Printf("plan: %.2f ms per pass", ns/1e6)
+	r.res.Set(r.rows.plan, peer, ns/1e6)
+	r.log.Printf("%s: plan: %.2f ms per pass", peer, ns/1e6)
 }

@@ -15,6 +15,7 @@ import (
 // procfleetPeer drives `procfleet up` (reconciler in the foreground), and
 // `procfleet down` for the stop.
 type procfleetPeer struct {
+	name  string // its column: procfleet, or the baseline
 	bin   string // procfleet binary
 	dir   string // this run's folder: fleet file, state folder, logs
 	fleet string
@@ -22,10 +23,11 @@ type procfleetPeer struct {
 	up    *daemon
 }
 
-func newProcfleetPeer(bin, dir string) *procfleetPeer {
+func newProcfleetPeer(bin, dir, name string) *procfleetPeer {
 	return &procfleetPeer{
-		bin: bin,
-		dir: dir,
+		name: name,
+		bin:  bin,
+		dir:  dir,
 		// The fleet file gets a folder of its own: up watches the folder,
 		// and the bench's logs and stamps must not look like edits.
 		fleet: filepath.Join(dir, "fleet", "procfleet.yaml"),
@@ -33,7 +35,7 @@ func newProcfleetPeer(bin, dir string) *procfleetPeer {
 	}
 }
 
-func (p *procfleetPeer) Name() string { return peerProcfleet }
+func (p *procfleetPeer) Name() string { return p.name }
 
 // procfleetYAML renders the fleet file: one document per server, the
 // workload as command, no declared probes (readiness defaults to a TCP

@@ -5,26 +5,34 @@ import (
 	"io"
 	"math"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 )
 
-// Peer names, in table order. The floor is the bench doing the work itself.
+// Peer names, in table order. The floor is the bench doing the work itself;
+// the baseline is another procfleet binary (-baseline), for an A/B.
 const (
 	peerProcfleet   = "procfleet"
+	peerBaseline    = "baseline"
 	peerSupervisord = "supervisord"
 	peerPM2         = "pm2"
 	peerFloor       = "floor"
 )
 
-var tableColumns = []string{peerProcfleet, peerSupervisord, peerPM2, peerFloor}
+var tableColumns = []string{peerProcfleet, peerBaseline, peerSupervisord, peerPM2, peerFloor}
 
 var columnTitle = map[string]string{
 	peerProcfleet:   "procfleet",
+	peerBaseline:    "baseline",
 	peerSupervisord: "supervisord",
 	peerPM2:         "PM2",
 	peerFloor:       "floor",
 }
+
+// isProcfleet reports whether peer is a procfleet binary (the one measured,
+// or the baseline).
+func isProcfleet(peer string) bool { return peer == peerProcfleet || peer == peerBaseline }
 
 // TargetKind says how a row's target is judged.
 type TargetKind string
@@ -62,9 +70,16 @@ type Row struct {
 	Verdict     string            `json:"verdict,omitempty"`
 	// Ratios is procfleet's figure over each other column's; RatioBounds
 	// marks with "<" or ">" a ratio that a limit makes a bound.
-	Ratios      map[string]float64   `json:"ratios,omitempty"`
-	RatioBounds map[string]string    `json:"ratioBounds,omitempty"`
-	Samples     map[string][]float64 `json:"samples,omitempty"`
+	Ratios      map[string]float64 `json:"ratios,omitempty"`
+	RatioBounds map[string]string  `json:"ratioBounds,omitempty"`
+	// Rounds holds each round's figure (-rounds); Values is their median,
+	// Spread their least and greatest when there was more than one.
+	Rounds  map[string][]float64  `json:"rounds,omitempty"`
+	Spread  map[string][2]float64 `json:"spread,omitempty"`
+	Samples map[string][]float64  `json:"samples,omitempty"`
+	// Apart marks a peer whose spread and procfleet's do not overlap: the
+	// difference is beyond the run-to-run spread.
+	Apart map[string]bool `json:"apart,omitempty"`
 }
 
 // Machine describes where the run happened. Load is /proc/loadavg's three
@@ -83,6 +98,7 @@ type Machine struct {
 type Versions struct {
 	Go          string `json:"go"`
 	Procfleet   string `json:"procfleet"`
+	Baseline    string `json:"baseline,omitempty"`
 	Supervisord string `json:"supervisord"`
 	PM2         string `json:"pm2"`
 	Node        string `json:"node"`
@@ -111,6 +127,8 @@ type Config struct {
 	Scale     [2]int   `json:"scale"`
 	LogsRate  int      `json:"logsRate"`
 	PortBase  int      `json:"portBase"`
+	Baseline  string   `json:"baseline,omitempty"`
+	Rounds    int      `json:"rounds"`
 }
 
 // Results collects rows in a fixed order as scenarios report figures.
@@ -142,18 +160,25 @@ func (r *Results) Declare(spec RowSpec) *Row {
 	return row
 }
 
-// Set records peer's value for a row.
+// Set records peer's value for a row, one round's: the row shows the
+// median of the rounds.
 func (r *Results) Set(spec RowSpec, peer string, v float64) {
-	r.Declare(spec).Values[peer] = v
+	row := r.Declare(spec)
+	if row.Rounds == nil {
+		row.Rounds = map[string][]float64{}
+	}
+	row.Rounds[peer] = append(row.Rounds[peer], v)
+	row.Values[peer] = Percentile(row.Rounds[peer], 50)
 }
 
-// SetSamples keeps the raw samples behind a row (JSON only).
+// SetSamples keeps the raw samples behind a row (JSON only), every
+// round's.
 func (r *Results) SetSamples(spec RowSpec, peer string, samples []float64) {
 	row := r.Declare(spec)
 	if row.Samples == nil {
 		row.Samples = map[string][]float64{}
 	}
-	row.Samples[peer] = samples
+	row.Samples[peer] = append(row.Samples[peer], samples...)
 }
 
 // Fail records that peer could not produce a row's figure, and why.
@@ -171,10 +196,11 @@ func (r *Results) Fail(spec RowSpec, peer string, err error) {
 }
 
 // Limit records that peer did not finish a row's scenario within limit
-// (in the row's unit).
+// (in the row's unit). In any round, it outweighs the figures of the
+// others: the row then shows the limit.
 func (r *Results) Limit(spec RowSpec, peer string, limit float64) {
 	row := r.Declare(spec)
-	if row.settled(peer) {
+	if _, ok := row.Unsupported[peer]; ok {
 		return
 	}
 	if row.Limits == nil {
@@ -205,21 +231,37 @@ func (row *Row) settled(peer string) bool {
 	return v || l || u
 }
 
-// Note adds a line under the table.
+// Note adds a line under the table, once however often it is said (a
+// note of every round).
 func (r *Results) Note(format string, args ...any) {
-	r.notes = append(r.notes, fmt.Sprintf(format, args...))
+	n := fmt.Sprintf(format, args...)
+	if !slices.Contains(r.notes, n) {
+		r.notes = append(r.notes, n)
+	}
 }
 
-// Finish computes ratios and verdicts and returns the rows and notes.
+// Finish computes spreads, ratios and verdicts and returns the rows and
+// notes.
 func (r *Results) Finish() ([]*Row, []string) {
 	for _, row := range r.rows {
+		for peer := range row.Limits {
+			delete(row.Values, peer)
+		}
+		for peer, vs := range row.Rounds {
+			if _, ok := row.Values[peer]; ok && len(vs) > 1 {
+				if row.Spread == nil {
+					row.Spread = map[string][2]float64{}
+				}
+				row.Spread[peer] = [2]float64{slices.Min(vs), slices.Max(vs)}
+			}
+		}
 		judge(row)
 	}
 	return r.rows, r.notes
 }
 
 // ratioPeers are the columns procfleet's figure is divided by.
-var ratioPeers = []string{peerFloor, peerSupervisord, peerPM2}
+var ratioPeers = []string{peerFloor, peerBaseline, peerSupervisord, peerPM2}
 
 // judge fills a row's procfleet/peer ratios and its verdict against target.
 // A figure that hit its limit makes the ratio a bound.
@@ -240,6 +282,14 @@ func judge(row *Row) {
 			switch {
 			case pfOK && vOK && v > 0:
 				row.setRatio(peer, pf/v, "")
+				a, okA := row.Spread[peerProcfleet]
+				b, okB := row.Spread[peer]
+				if okA && okB && (a[1] < b[0] || b[1] < a[0]) {
+					if row.Apart == nil {
+						row.Apart = map[string]bool{}
+					}
+					row.Apart[peer] = true
+				}
 			case pfOK && limited && lim > 0:
 				row.setRatio(peer, pf/lim, "<")
 			case pfLimited && vOK && v > 0:
@@ -294,52 +344,97 @@ func (row *Row) setRatio(peer string, v float64, bound string) {
 }
 
 func formatValue(v float64, unit string) string {
+	return formatNumber(v, unit) + unitSuffix(unit)
+}
+
+// formatNumber is formatValue without the unit.
+func formatNumber(v float64, unit string) string {
 	if math.IsNaN(v) {
 		return "n/a"
 	}
 	switch unit {
 	case "ms":
 		if v >= 100 {
-			return fmt.Sprintf("%.0f ms", v)
+			return fmt.Sprintf("%.0f", v)
 		}
-		return fmt.Sprintf("%.1f ms", v)
+		return fmt.Sprintf("%.1f", v)
 	case "s":
 		if v >= 100 {
-			return fmt.Sprintf("%.0f s", v)
+			return fmt.Sprintf("%.0f", v)
 		}
-		return fmt.Sprintf("%.2f s", v)
+		return fmt.Sprintf("%.2f", v)
 	case "MiB":
-		return fmt.Sprintf("%.1f MiB", v)
+		return fmt.Sprintf("%.1f", v)
 	case "count":
 		return fmt.Sprintf("%.0f", v)
-	case "%":
-		return fmt.Sprintf("%.2f %%", v)
-	case "x":
-		return fmt.Sprintf("%.2fx", v)
-	case "ms/s":
-		return fmt.Sprintf("%.2f ms/s", v)
+	case "%", "x", "ms/s":
+		return fmt.Sprintf("%.2f", v)
 	}
-	return fmt.Sprintf("%g %s", v, unit)
+	return fmt.Sprintf("%g", v)
+}
+
+func unitSuffix(unit string) string {
+	switch unit {
+	case "count", "n/a":
+		return ""
+	case "x":
+		return "x"
+	}
+	return " " + unit
+}
+
+// formatCell is a figure with, over several rounds, their range.
+func formatCell(v float64, spread [2]float64, haveSpread bool, unit string) string {
+	if !haveSpread {
+		return formatValue(v, unit)
+	}
+	return fmt.Sprintf("%s (%s–%s)", formatValue(v, unit), formatNumber(spread[0], unit), formatNumber(spread[1], unit))
+}
+
+// columns returns the table's columns: the baseline only when some row has
+// something of it.
+func columns(rows []*Row) []string {
+	var out []string
+	for _, c := range tableColumns {
+		if c == peerBaseline && !slices.ContainsFunc(rows, func(r *Row) bool { return r.has(c) }) {
+			continue
+		}
+		out = append(out, c)
+	}
+	return out
+}
+
+// has reports whether the row holds any outcome of peer.
+func (row *Row) has(peer string) bool {
+	_, e := row.Errors[peer]
+	return row.settled(peer) || e
 }
 
 // RenderTable writes rows as a markdown table, then the footnotes (errors,
 // what a binary does not support) and notes.
 func RenderTable(w io.Writer, rows []*Row, notes []string) error {
+	cols := columns(rows)
+	var ratioCols []string
+	for _, c := range ratioPeers {
+		if slices.Contains(cols, c) {
+			ratioCols = append(ratioCols, c)
+		}
+	}
 	var b strings.Builder
 	b.WriteString("| scenario |")
-	for _, c := range tableColumns {
+	for _, c := range cols {
 		b.WriteString(" " + columnTitle[c] + " |")
 	}
 	b.WriteString(" target | procfleet vs target |")
-	for _, c := range ratioPeers {
+	for _, c := range ratioCols {
 		b.WriteString(" procfleet/" + columnTitle[c] + " |")
 	}
 	b.WriteString("\n|---|")
-	for range tableColumns {
+	for range cols {
 		b.WriteString("---:|")
 	}
 	b.WriteString("---|---|")
-	for range ratioPeers {
+	for range ratioCols {
 		b.WriteString("---:|")
 	}
 	b.WriteString("\n")
@@ -355,12 +450,13 @@ func RenderTable(w io.Writer, rows []*Row, notes []string) error {
 		}
 		return i
 	}
-	limited := false
+	limited, apart := false, false
 	for _, row := range rows {
 		b.WriteString("| " + row.Scenario + " |")
-		for _, c := range tableColumns {
+		for _, c := range cols {
 			if v, ok := row.Values[c]; ok {
-				b.WriteString(" " + formatValue(v, row.Unit) + " |")
+				sp, many := row.Spread[c]
+				b.WriteString(" " + formatCell(v, sp, many && sp[0] != sp[1], row.Unit) + " |")
 			} else if lim, ok := row.Limits[c]; ok {
 				limited = true
 				b.WriteString(" > " + formatValue(lim, row.Unit) + " |")
@@ -377,9 +473,13 @@ func RenderTable(w io.Writer, rows []*Row, notes []string) error {
 			target = row.Target.Text
 		}
 		b.WriteString(" " + target + " | " + row.Verdict + " |")
-		for _, peer := range ratioPeers {
+		for _, peer := range ratioCols {
 			if r, ok := row.Ratios[peer]; ok {
-				fmt.Fprintf(&b, " %s%.2fx |", row.RatioBounds[peer], r)
+				mark := ""
+				if row.Apart[peer] {
+					mark, apart = " †", true
+				}
+				fmt.Fprintf(&b, " %s%.2fx%s |", row.RatioBounds[peer], r, mark)
 			} else {
 				b.WriteString(" |")
 			}
@@ -392,11 +492,14 @@ func RenderTable(w io.Writer, rows []*Row, notes []string) error {
 			fmt.Fprintf(&b, "[%d] %s\n", i+1, e)
 		}
 	}
-	if limited || len(notes) > 0 {
+	if limited || apart || len(notes) > 0 {
 		b.WriteString("\n")
 	}
 	if limited {
-		b.WriteString("- \"> X\": did not finish within the scenario's limit X; the figure is above it, and a ratio to it is a bound.\n")
+		b.WriteString("- \"> X\": did not finish within the scenario's limit X (in at least one round); the figure is above it, and a ratio to it is a bound.\n")
+	}
+	if apart {
+		b.WriteString("- \"(a–b)\": the least and greatest figure over the rounds, the cell's figure their median; \"†\": procfleet's range and that column's do not overlap, a difference beyond the run-to-run spread.\n")
 	}
 	for _, n := range notes {
 		b.WriteString("- " + clip(n) + "\n")

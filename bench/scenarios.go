@@ -40,7 +40,7 @@ var procfleetOnly = []string{scLogsIdle, scUI, scLogs, scNeighbour, scPlan}
 
 // peerScenarios returns the scenarios of scs that apply to peer.
 func peerScenarios(peer string, scs []string) []string {
-	if peer == peerProcfleet {
+	if isProcfleet(peer) {
 		return scs
 	}
 	return slices.DeleteFunc(slices.Clone(scs), func(s string) bool { return slices.Contains(procfleetOnly, s) })
@@ -326,6 +326,8 @@ type runner struct {
 	scenarios  map[string]bool
 	withApply  bool // procfleet's `apply --wait` cold start is measured too
 	client     *http.Client
+	planSrc    map[string]string // the tree a procfleet peer was built from
+	round      int               // of -rounds, from 0
 }
 
 func (r *runner) want(sc string) bool { return r.scenarios[sc] }
@@ -337,7 +339,7 @@ func (r *runner) failAll(peer string, scs []string, err error) {
 }
 
 func (r *runner) peerDir(peer, what string) (string, error) {
-	dir := filepath.Join(r.tmp, peer+"-"+what)
+	dir := filepath.Join(r.tmp, fmt.Sprintf("r%d-%s-%s", r.round, peer, what))
 	if err := os.MkdirAll(filepath.Join(dir, "stamps"), 0o755); err != nil {
 		return "", fmt.Errorf("make %s folder: %w", peer, err)
 	}
@@ -635,8 +637,8 @@ func (r *runner) fleet(ctx context.Context, pm peerMaker, n int) {
 			r.record(rowsOf(scIdle), name, nil, err)
 		}
 	}
-	pf, isProcfleet := p.(*procfleetPeer)
-	if r.want(scLogsIdle) && isProcfleet {
+	pf, pfOK := p.(*procfleetPeer)
+	if r.want(scLogsIdle) && pfOK {
 		if err := r.followIdle(ctx, pf, f, sr); err != nil {
 			r.log.Printf("%s: logs -f of the idle fleet: %v", name, err)
 			r.record(rowsOf(scLogsIdle), name, nil, err)
@@ -652,7 +654,7 @@ func (r *runner) fleet(ctx context.Context, pm peerMaker, n int) {
 		cancel()
 		f = f2
 	}
-	if r.want(scUI) && isProcfleet {
+	if r.want(scUI) && pfOK {
 		if err := r.ui(ctx, pf, f, sr); err != nil {
 			r.log.Printf("%s: ui: %v", name, err)
 			r.record(rowsOf(scUI), name, nil, err)
