@@ -386,15 +386,12 @@ type errString string
 
 func (e errString) Error() string { return string(e) }
 
-func TestRenderTableGolden(t *testing.T) {
-	rows, notes := sampleResults().Finish()
-	var buf bytes.Buffer
-	if err := RenderTable(&buf, rows, notes); err != nil {
-		t.Fatal(err)
-	}
-	golden := filepath.Join("testdata", "table.golden")
+// checkGolden compares got with testdata/name, which -update rewrites.
+func checkGolden(t *testing.T, name string, got []byte) {
+	t.Helper()
+	golden := filepath.Join("testdata", name)
 	if *update {
-		if err := os.WriteFile(golden, buf.Bytes(), 0o644); err != nil {
+		if err := os.WriteFile(golden, got, 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -402,9 +399,18 @@ func TestRenderTableGolden(t *testing.T) {
 	if err != nil {
 		t.Fatalf("%v (run go test ./bench -update to create it)", err)
 	}
-	if !bytes.Equal(buf.Bytes(), want) {
-		t.Errorf("table differs from %s (go test ./bench -update):\n%s", golden, buf.String())
+	if !bytes.Equal(got, want) {
+		t.Errorf("table differs from %s (go test ./bench -update):\n%s", golden, got)
 	}
+}
+
+func TestRenderTableGolden(t *testing.T) {
+	rows, notes := sampleResults().Finish()
+	var buf bytes.Buffer
+	if err := RenderTable(&buf, rows, notes); err != nil {
+		t.Fatal(err)
+	}
+	checkGolden(t, "table.golden", buf.Bytes())
 }
 
 // TestRenderTableABGolden: an A/B over rounds, with a baseline column, a
@@ -431,19 +437,7 @@ func TestRenderTableABGolden(t *testing.T) {
 	if err := RenderTable(&buf, rows, notes); err != nil {
 		t.Fatal(err)
 	}
-	golden := filepath.Join("testdata", "table-ab.golden")
-	if *update {
-		if err := os.WriteFile(golden, buf.Bytes(), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(golden)
-	if err != nil {
-		t.Fatalf("%v (run go test ./bench -update to create it)", err)
-	}
-	if !bytes.Equal(buf.Bytes(), want) {
-		t.Errorf("table differs from %s (go test ./bench -update):\n%s", golden, buf.String())
-	}
+	checkGolden(t, "table-ab.golden", buf.Bytes())
 	if !rows[0].Apart[peerBaseline] || rows[1].Apart[peerBaseline] {
 		t.Errorf("apart: stop %v, cold %v; want the stop's ranges apart, the cold start's overlapping", rows[0].Apart, rows[1].Apart)
 	}

@@ -41,13 +41,7 @@ func (r *runner) logsStream(ctx context.Context, pm peerMaker) error {
 		return err
 	}
 	defer r.closePeer(p, f)
-	lctx, cancel := withLimit(ctx, coldLimit(1), "the start of the printing server")
-	err = p.Start(lctx, f)
-	if err == nil {
-		_, err = waitAllHealth(lctx, r.client, f.Ports(), p.Err)
-	}
-	cancel()
-	if err != nil {
+	if err := r.startFleet(ctx, p, f, "the start of the printing server"); err != nil {
 		return err
 	}
 	logPath := filepath.Join(p.state, "logs", "spew.log")

@@ -40,13 +40,7 @@ func (r *runner) neighbour(ctx context.Context, pm peerMaker) error {
 		return err
 	}
 	defer r.closePeer(p, f)
-	lctx, cancel := withLimit(ctx, coldLimit(len(f.Servers)), "the neighbour fleet's start")
-	err = p.Start(lctx, f)
-	if err == nil {
-		_, err = waitAllHealth(lctx, r.client, f.Ports(), p.Err)
-	}
-	cancel()
-	if err != nil {
+	if err := r.startFleet(ctx, p, f, "the neighbour fleet's start"); err != nil {
 		return err
 	}
 	upPID, err := p.SupervisorPID()

@@ -379,13 +379,7 @@ func (r *runner) crash(ctx context.Context, pm peerMaker) error {
 		return err
 	}
 	defer r.closePeer(p, f)
-	uctx, cancel := withLimit(ctx, coldLimit(r.kills), "the crash fleet's start")
-	err = p.Start(uctx, f)
-	if err == nil {
-		_, err = waitAllHealth(uctx, r.client, f.Ports(), p.Err)
-	}
-	cancel()
-	if err != nil {
+	if err := r.startFleet(ctx, p, f, "the crash fleet's start"); err != nil {
 		return fmt.Errorf("%s: first start: %w", p.Name(), err)
 	}
 	w, err := NewStampWatcher(filepath.Join(dir, "stamps"))
@@ -419,6 +413,18 @@ func (r *runner) crash(ctx context.Context, pm peerMaker) error {
 		}
 	}
 	return nil
+}
+
+// startFleet starts p with f and waits, within coldLimit, until every
+// server answers /health.
+func (r *runner) startFleet(ctx context.Context, p Peer, f Fleet, what string) error {
+	lctx, cancel := withLimit(ctx, coldLimit(len(f.Servers)), what)
+	defer cancel()
+	if err := p.Start(lctx, f); err != nil {
+		return err
+	}
+	_, err := waitAllHealth(lctx, r.client, f.Ports(), p.Err)
+	return err
 }
 
 // healthAt is when a restarted server first answered, and how long after
