@@ -1,8 +1,8 @@
 // Command bench measures procfleet against the DESIGN.md targets and, side by
 // side, against supervisord and PM2 on the same machine in the same run.
 //
-// The full run, for a quiet machine (about 15-25 minutes; supervisord and
-// PM2 are installed when missing):
+// The full run, for a quiet machine (an estimated 15-25 minutes, not yet
+// timed; supervisord and PM2 are installed when missing):
 //
 //	go run ./bench -json bench/results.json -md /tmp/bench.md
 //

@@ -14,6 +14,9 @@ import (
 	"time"
 )
 
+// pageBound bounds loading the dashboard's page.
+const pageBound = 30 * time.Second
+
 // statusPoll is how often the bench asks `procfleet status` whether the
 // fleet is ready again: each ask is a process start, so not too often.
 const statusPoll = 250 * time.Millisecond
@@ -152,8 +155,12 @@ func openPage(ctx context.Context, url string) (<-chan int64, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open the dashboard: %w", err)
 	}
-	c := &http.Client{Jar: jar, Transport: &http.Transport{Proxy: nil}}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	// The page must come within pageBound; the stream's headers too, its
+	// body then runs until ctx ends.
+	c := &http.Client{Jar: jar, Transport: &http.Transport{Proxy: nil, ResponseHeaderTimeout: pageBound}}
+	lctx, cancel := context.WithTimeout(ctx, pageBound)
+	defer cancel()
+	req, err := http.NewRequestWithContext(lctx, http.MethodGet, url, nil)
 	if err != nil {
 		return nil, fmt.Errorf("open the dashboard: %w", err)
 	}
