@@ -1,0 +1,224 @@
+package dashboard
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io/fs"
+	"net/http"
+	"os"
+	"time"
+
+	"github.com/procfleet/procfleet/internal/logfile"
+)
+
+// streamWriteTimeout bounds one event's write: a page that stops reading
+// is dropped, never waited on.
+const streamWriteTimeout = 10 * time.Second
+
+// fleetEvents streams the fleet page's updates.
+func (d *Dashboard) fleetEvents(w http.ResponseWriter, r *http.Request) {
+	d.stream(w, r, func(context.Context) frames {
+		return fleetFrames(newFleetView(d.cfg.Backend.Snapshot()))
+	}, nil)
+}
+
+// serverEvents streams a server page's updates and its log.
+func (d *Dashboard) serverEvents(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("name")
+	v, ok := d.serverView(r.Context(), name)
+	if !ok {
+		http.NotFound(w, r)
+		return
+	}
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	var logs chan []string
+	if v.Detail.LogPath != "" {
+		logs = make(chan []string, 16)
+		go d.followLog(ctx, v.Detail.LogPath, logs)
+	}
+	first := true
+	d.stream(w, r.WithContext(ctx), func(ctx context.Context) frames {
+		if first { // the view gathered above is still fresh
+			first = false
+			return serverFrames(v)
+		}
+		v, _ := d.serverView(ctx, name)
+		return serverFrames(v)
+	}, logs)
+}
+
+// stream sends a page its state as a patch, then a patch after each
+// change (at most one per MinInterval), and log lines as they come, until
+// the page goes away. It waits on the Backend's change channel: a page
+// with nothing changing costs nothing but a heartbeat.
+func (d *Dashboard) stream(w http.ResponseWriter, r *http.Request, frame func(context.Context) frames, logs <-chan []string) {
+	select {
+	case d.streams <- struct{}{}:
+		defer func() { <-d.streams }()
+	default:
+		http.Error(w, "too many dashboard pages are open", http.StatusServiceUnavailable)
+		return
+	}
+	ctx := r.Context()
+	rc := http.NewResponseController(w)
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	var buf bytes.Buffer
+	send := func(event string, data any) bool {
+		buf.Reset()
+		if event != "" {
+			buf.WriteString("event: " + event + "\ndata: ")
+			if err := json.NewEncoder(&buf).Encode(data); err != nil {
+				d.cfg.Log.Error(err, "Cannot encode an update")
+				return false
+			}
+			buf.WriteByte('\n') // Encode ended the data line; this ends the event
+		} else {
+			buf.WriteString(": ping\n\n")
+		}
+		_ = rc.SetWriteDeadline(time.Now().Add(streamWriteTimeout))
+		if _, err := w.Write(buf.Bytes()); err != nil {
+			return false
+		}
+		return rc.Flush() == nil
+	}
+	// A reconnecting page (after a restart of up) waits 2 s between tries.
+	if _, err := w.Write([]byte("retry: 2000\n\n")); err != nil {
+		return
+	}
+	beat := time.NewTicker(heartbeat)
+	defer beat.Stop()
+	var diff differ
+	// waitLogs waits for ctx, until (nil: for ever) or a change, sending log
+	// lines and heartbeats meanwhile. It reports false when the page is gone.
+	waitLogs := func(until <-chan time.Time, changed <-chan struct{}) bool {
+		for {
+			select {
+			case <-ctx.Done():
+				return false
+			case <-until:
+				return true
+			case <-changed:
+				return true
+			case lines, ok := <-logs:
+				if !ok {
+					logs = nil
+					continue
+				}
+				if !send("log", lines) {
+					return false
+				}
+			case <-beat.C:
+				if !send("", nil) {
+					return false
+				}
+			}
+		}
+	}
+	for {
+		changed := d.cfg.Backend.Changed() // before the snapshot: no change is missed
+		sent := time.Now()
+		if p := diff.next(frame(ctx)); !p.empty() {
+			if !send("patch", p) {
+				return
+			}
+		}
+		if !waitLogs(nil, changed) {
+			return
+		}
+		if rest := d.cfg.MinInterval - time.Since(sent); rest > 0 {
+			t := time.NewTimer(rest)
+			ok := waitLogs(t.C, nil)
+			t.Stop()
+			if !ok {
+				return
+			}
+		}
+	}
+}
+
+// followLog sends the lines of a server's log to out as they are written,
+// starting with the last LogLines, until ctx ends. A log that does not
+// exist yet is looked for again at each change of the fleet.
+func (d *Dashboard) followLog(ctx context.Context, path string, out chan<- []string) {
+	defer close(out)
+	for {
+		changed := d.cfg.Backend.Changed()
+		if _, err := os.Stat(path); err == nil {
+			lw := &lineWriter{ctx: ctx, out: out}
+			err := logfile.Follow(ctx, path, lw, logfile.FollowOptions{Lines: d.cfg.LogLines, Log: d.cfg.Log})
+			lw.flush()
+			if err == nil || ctx.Err() != nil {
+				return
+			}
+			if !errors.Is(err, fs.ErrNotExist) {
+				d.cfg.Log.V(1).Info("Cannot follow a log", "path", path, "error", err.Error())
+				return
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-changed:
+		}
+	}
+}
+
+// lineWriter cuts what Follow writes into lines, each cleaned for showing,
+// and sends them in batches.
+type lineWriter struct {
+	ctx     context.Context
+	out     chan<- []string
+	partial []byte
+}
+
+// maxPartial bounds a line still waiting for its newline.
+const maxPartial = 64 << 10
+
+func (lw *lineWriter) Write(p []byte) (int, error) {
+	var lines []string
+	data := p
+	for {
+		i := bytes.IndexByte(data, '\n')
+		if i < 0 {
+			break
+		}
+		line := data[:i]
+		if len(lw.partial) > 0 {
+			line = append(lw.partial, line...)
+			lw.partial = lw.partial[:0]
+		}
+		lines = append(lines, cleanLogLine(string(bytes.TrimSuffix(line, []byte{'\r'}))))
+		data = data[i+1:]
+	}
+	lw.partial = append(lw.partial, data...)
+	if len(lw.partial) > maxPartial {
+		lines = append(lines, cleanLogLine(string(lw.partial)))
+		lw.partial = lw.partial[:0]
+	}
+	if len(lines) > 0 {
+		select {
+		case lw.out <- lines:
+		case <-lw.ctx.Done():
+			return 0, lw.ctx.Err()
+		}
+	}
+	return len(p), nil
+}
+
+// flush sends a last line that had no newline.
+func (lw *lineWriter) flush() {
+	if len(lw.partial) == 0 {
+		return
+	}
+	select {
+	case lw.out <- []string{cleanLogLine(string(lw.partial))}:
+	case <-lw.ctx.Done():
+	}
+	lw.partial = nil
+}

@@ -1,0 +1,216 @@
+package dashboard
+
+import (
+	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/procfleet/procfleet/reconciler"
+	"github.com/procfleet/procfleet/spec"
+)
+
+// fleetView is what the fleet page shows.
+type fleetView struct {
+	Rows   []reconciler.ServerStatus
+	Errors []reconciler.StatusError
+	Counts counts
+	Graph  graph
+}
+
+// counts summarise the fleet in the page header.
+type counts struct {
+	Servers, Ready, Failing, Quarantined, Stopped int
+}
+
+// newFleetView builds the fleet page's view of a snapshot: one row per
+// server, the load errors, and the dependency graph of the servers shown.
+func newFleetView(s Snapshot) fleetView {
+	v := fleetView{Rows: s.Status.Servers, Errors: s.Status.Errors}
+	names := make([]string, len(v.Rows))
+	phase := make(map[string]reconciler.ServerStatus, len(v.Rows))
+	for i, st := range v.Rows {
+		names[i] = st.Name
+		phase[st.Name] = st
+		v.Counts.Servers++
+		switch {
+		case st.Phase == reconciler.PhaseQuarantined:
+			v.Counts.Quarantined++
+		case failing(st.Phase):
+			v.Counts.Failing++
+		case st.Phase == reconciler.PhaseStopped:
+			v.Counts.Stopped++
+		}
+		if st.Ready {
+			v.Counts.Ready++
+		}
+	}
+	deps := map[string][]string{}
+	if s.Fleet != nil {
+		for _, srv := range s.Fleet.Servers {
+			deps[srv.Metadata.Name] = srv.Spec.DependsOn
+		}
+	}
+	v.Graph = layout(names, deps)
+	for i := range v.Graph.Nodes {
+		n := &v.Graph.Nodes[i]
+		n.Phase, n.Ready = phase[n.Name].Phase.String(), phase[n.Name].Ready
+	}
+	return v
+}
+
+// failing reports the phases that need someone's attention.
+func failing(p reconciler.Phase) bool {
+	return p == reconciler.PhaseFailed || p == reconciler.PhaseCrashLoopBackOff
+}
+
+// serverView is what a server's page shows.
+type serverView struct {
+	Name   string
+	Known  bool // the server is in the status
+	Status reconciler.ServerStatus
+	// Spec is the declared server; nil when it is not in the fleet in force.
+	Spec *spec.Server
+	// FleetLoaded is false when no fleet has loaded (Spec is then unknown).
+	FleetLoaded bool
+	Detail      Detail
+	// DetailErr says why Detail could not be had.
+	DetailErr string
+	// Dependents are the servers whose dependsOn names this one.
+	Dependents []string
+}
+
+// newServerView builds a server page's view.
+func newServerView(name string, s Snapshot, d Detail, derr error) serverView {
+	v := serverView{Name: name, Detail: d, FleetLoaded: s.Fleet != nil}
+	v.Status, v.Known = s.Status.Get(name)
+	if s.Fleet != nil {
+		v.Spec, _ = s.Fleet.Get(name)
+		for _, srv := range s.Fleet.Servers {
+			for _, dep := range srv.Spec.DependsOn {
+				if dep == name {
+					v.Dependents = append(v.Dependents, srv.Metadata.Name)
+					break
+				}
+			}
+		}
+	}
+	if derr != nil {
+		v.DetailErr = derr.Error()
+	}
+	return v
+}
+
+// actions returns the buttons a server's row and page offer: nothing for a
+// quarantined server (procfleet signals nothing it cannot prove it owns),
+// Start for a stopped one, Restart and Stop otherwise.
+func actions(st reconciler.ServerStatus) []Action {
+	switch st.Phase {
+	case reconciler.PhaseQuarantined:
+		return nil
+	case reconciler.PhaseStopped:
+		return []Action{ActionStart}
+	}
+	return []Action{ActionRestart, ActionStop}
+}
+
+// argvText writes an argv for reading, quoting the arguments a shell
+// would split or expand.
+func argvText(argv []string) string {
+	q := make([]string, len(argv))
+	for i, a := range argv {
+		if a == "" || strings.ContainsAny(a, " \t\n'\"\\$`*?[]{}()<>|&;#~") {
+			q[i] = strconv.Quote(a)
+		} else {
+			q[i] = a
+		}
+	}
+	return strings.Join(q, " ")
+}
+
+// probeText describes a probe in one line; port is the server's port,
+// used by handlers that name none.
+func probeText(p *spec.Probe, port int) string {
+	if p == nil {
+		if port == 0 {
+			return "none (running is ready)"
+		}
+		return "none"
+	}
+	or := func(n int) int {
+		if n == 0 {
+			return port
+		}
+		return n
+	}
+	var what string
+	switch {
+	case p.HTTPGet != nil:
+		host := p.HTTPGet.Host
+		if host == "" {
+			host = "127.0.0.1"
+		}
+		path := p.HTTPGet.Path
+		if path == "" {
+			path = "/"
+		}
+		what = fmt.Sprintf("GET http://%s:%d%s", host, or(p.HTTPGet.Port), path)
+	case p.TCPSocket != nil:
+		what = fmt.Sprintf("TCP connect to port %d", or(p.TCPSocket.Port))
+	case p.Exec != nil:
+		what = "exec " + argvText(p.Exec.Command)
+	}
+	fail := p.FailureThreshold
+	if fail <= 0 {
+		fail = spec.DefaultFailureThreshold
+	}
+	return fmt.Sprintf("%s, every %s (timeout %s, delay %s, %d failures)", what, p.Period(), p.Timeout(), p.InitialDelay(), fail)
+}
+
+// envNames lists the names of a spec's env; values are never shown
+// (SECURITY.md: environment values are not logged or displayed).
+func envNames(env []spec.EnvVar) string {
+	names := make([]string, len(env))
+	for i, e := range env {
+		names[i] = e.Name
+	}
+	return strings.Join(names, ", ")
+}
+
+// ansi matches terminal escape sequences (CSI and OSC), which a log line
+// may carry and a page cannot show.
+var ansi = regexp.MustCompile(`\x1b(\[[0-9;?]*[ -/]*[@-~]|\][^\x07\x1b]*(\x07|\x1b\\)|[@-Z\\-_])`)
+
+// maxLogLine bounds one log line sent to a page; longer lines are cut.
+const maxLogLine = 8 << 10
+
+// cleanLogLine makes a log line fit to show: escape sequences removed,
+// other control characters but tab dropped, invalid UTF-8 replaced, and
+// at most maxLogLine bytes.
+func cleanLogLine(s string) string {
+	if strings.IndexByte(s, 0x1b) >= 0 {
+		s = ansi.ReplaceAllString(s, "")
+	}
+	s = strings.ToValidUTF8(s, "\uFFFD")
+	if len(s) > maxLogLine {
+		i := maxLogLine
+		for i > 0 && !utf8Start(s[i]) {
+			i--
+		}
+		s = s[:i] + " …(cut)"
+	}
+	return strings.Map(func(r rune) rune {
+		if r == '\t' || r >= 0x20 && r != 0x7f {
+			return r
+		}
+		return -1
+	}, s)
+}
+
+func utf8Start(b byte) bool { return b&0xC0 != 0x80 }
+
+// clock formats an event time for the timeline.
+func clock(t time.Time) string {
+	return t.Local().Format("15:04:05.000")
+}
