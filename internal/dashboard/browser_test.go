@@ -36,7 +36,7 @@ var screenshotDir = flag.String("screenshots", "", "write the dashboard's screen
 const browserWait = 60 * time.Second
 
 // chromiumPath finds Debian's chromium (or PROCFLEET_CHROMIUM), or skips.
-func chromiumPath(t *testing.T) string {
+func chromiumPath(t testing.TB) string {
 	t.Helper()
 	if p := os.Getenv("PROCFLEET_CHROMIUM"); p != "" {
 		return p
@@ -54,7 +54,7 @@ func chromiumPath(t *testing.T) string {
 // machine needs (no network but loopback: see .library/env/machines/go.md)
 // and a new empty profile; chromedp makes that profile folder, and at
 // cleanup kills every process that uses it and removes it.
-func newBrowser(t *testing.T, width, height int) context.Context {
+func newBrowser(t testing.TB, width, height int) context.Context {
 	t.Helper()
 	opts := []chromedp.ExecAllocatorOption{
 		chromedp.ExecPath(chromiumPath(t)),
@@ -117,7 +117,7 @@ func eval[T any](t *testing.T, ctx context.Context, expr string) T {
 // browserWait; on failure it shows what the page had instead. A wait cut by
 // a navigation (the poll does not survive one) starts again in the new
 // document.
-func waitJS(t *testing.T, ctx context.Context, what, predicate string) {
+func waitJS(t testing.TB, ctx context.Context, what, predicate string) {
 	t.Helper()
 	deadline := time.Now().Add(browserWait)
 	var err error

@@ -24,7 +24,7 @@ const (
 	// a fleet changing at once (100 servers restarting) becomes a few
 	// updates a second, not hundreds, and each costs one Snapshot and one
 	// render.
-	DefaultMinInterval = 200 * time.Millisecond
+	DefaultMinInterval = 250 * time.Millisecond
 	// DefaultLogLines is how much of a server's log its page shows first.
 	DefaultLogLines = 200
 	// DefaultMaxStreams bounds the pages connected at once.
@@ -169,7 +169,7 @@ func (d *Dashboard) refuse(w http.ResponseWriter, r *http.Request, why string) {
 }
 
 func (d *Dashboard) fleetPage(w http.ResponseWriter, r *http.Request) {
-	v := newFleetView(d.cfg.Backend.Snapshot())
+	v := newFleetView(d.cfg.Backend.Snapshot(), layoutFleet)
 	d.writePage(w, http.StatusOK, "fleet", v)
 }
 

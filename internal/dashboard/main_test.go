@@ -15,6 +15,9 @@ import (
 
 func TestMain(m *testing.M) {
 	testserver.RunIfHelper()
+	if mode := os.Getenv(benchServeEnv); mode != "" {
+		os.Exit(benchServe(mode, os.Stdin, os.Stdout))
+	}
 	os.Exit(m.Run())
 }
 

@@ -19,8 +19,9 @@ const streamWriteTimeout = 10 * time.Second
 
 // fleetEvents streams the fleet page's updates.
 func (d *Dashboard) fleetEvents(w http.ResponseWriter, r *http.Request) {
+	var fr fleetRender
 	d.stream(w, r, func(context.Context) frames {
-		return fleetFrames(newFleetView(d.cfg.Backend.Snapshot()))
+		return fr.frames(d.cfg.Backend.Snapshot())
 	}, nil)
 }
 
@@ -73,7 +74,9 @@ func (d *Dashboard) stream(w http.ResponseWriter, r *http.Request, frame func(co
 		buf.Reset()
 		if event != "" {
 			buf.WriteString("event: " + event + "\ndata: ")
-			if err := json.NewEncoder(&buf).Encode(data); err != nil {
+			enc := json.NewEncoder(&buf)
+			enc.SetEscapeHTML(false) // HTML fragments: <, > and & as they are
+			if err := enc.Encode(data); err != nil {
 				d.cfg.Log.Error(err, "Cannot encode an update")
 				return false
 			}
@@ -122,22 +125,27 @@ func (d *Dashboard) stream(w http.ResponseWriter, r *http.Request, frame func(co
 	}
 	for {
 		changed := d.cfg.Backend.Changed() // before the snapshot: no change is missed
-		sent := time.Now()
 		if p := diff.next(frame(ctx)); !p.empty() {
 			if !send("patch", p) {
 				return
 			}
 		}
-		if !waitLogs(nil, changed) {
+		// Let the changes of the next MinInterval gather into one update.
+		// The wait is one timer, not a wake-up per change: on a busy fleet
+		// a page costs one wake-up per update.
+		t := time.NewTimer(d.cfg.MinInterval)
+		ok := waitLogs(t.C, nil)
+		t.Stop()
+		if !ok {
 			return
 		}
-		if rest := d.cfg.MinInterval - time.Since(sent); rest > 0 {
-			t := time.NewTimer(rest)
-			ok := waitLogs(t.C, nil)
-			t.Stop()
-			if !ok {
-				return
-			}
+		select {
+		case <-changed:
+			continue
+		default:
+		}
+		if !waitLogs(nil, changed) {
+			return
 		}
 	}
 }

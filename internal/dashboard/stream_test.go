@@ -126,8 +126,8 @@ func TestFleetStreamSendsWhatChanged(t *testing.T) {
 		s.Status.Servers[4].Phase, s.Status.Servers[4].Ready = reconciler.PhaseFailed, false
 	})
 	p = ev.patch()
-	if len(p.Rows) != 1 || p.Parts["f-graph"] == "" || p.Parts["f-summary"] == "" || p.Parts["f-banner"] != "" {
-		t.Fatalf("after a phase changed: rows %v, parts %v; want row s004, graph and summary", keys(p.Rows), keys(p.Parts))
+	if len(p.Rows) != 1 || len(p.Nodes) != 1 || !strings.Contains(p.Nodes["s004"], `data-phase="Failed"`) || p.Parts["f-summary"] == "" || len(p.Parts) != 1 {
+		t.Fatalf("after a phase changed: rows %v, nodes %v, parts %v; want row and graph node s004, and the summary", keys(p.Rows), keys(p.Nodes), keys(p.Parts))
 	}
 
 	b.set(func(s *Snapshot) {
@@ -135,8 +135,8 @@ func TestFleetStreamSendsWhatChanged(t *testing.T) {
 		s.Status.Errors = []reconciler.StatusError{{File: "procfleet.yaml", Line: 7, Field: "spec.port", Message: "port 0 is not allowed"}}
 	})
 	p = ev.patch()
-	if len(p.Order) != 9 || p.Order[0] != "s001" || !strings.Contains(p.Parts["f-banner"], "procfleet.yaml:7") {
-		t.Fatalf("after a server left and a file broke: order %v, banner %q", p.Order, p.Parts["f-banner"])
+	if len(p.Order) != 9 || p.Order[0] != "s001" || !strings.Contains(p.Parts["f-banner"], "procfleet.yaml:7") || strings.Contains(p.Parts["f-graph"], `"node-s000"`) || p.Parts["f-graph"] == "" {
+		t.Fatalf("after a server left and a file broke: order %v, banner %q, graph redrawn without s000: %v", p.Order, p.Parts["f-banner"], p.Parts["f-graph"] != "")
 	}
 }
 

@@ -25,14 +25,15 @@ type counts struct {
 }
 
 // newFleetView builds the fleet page's view of a snapshot: one row per
-// server, the load errors, and the dependency graph of the servers shown.
-func newFleetView(s Snapshot) fleetView {
+// server, the load errors, and the dependency graph of the servers shown,
+// laid out by lay (layout, or a cache of it).
+func newFleetView(s Snapshot, lay func(names []string, f *spec.Fleet) graph) fleetView {
 	v := fleetView{Rows: s.Status.Servers, Errors: s.Status.Errors}
 	names := make([]string, len(v.Rows))
-	phase := make(map[string]reconciler.ServerStatus, len(v.Rows))
+	byName := make(map[string]int, len(v.Rows))
 	for i, st := range v.Rows {
 		names[i] = st.Name
-		phase[st.Name] = st
+		byName[st.Name] = i
 		v.Counts.Servers++
 		switch {
 		case st.Phase == reconciler.PhaseQuarantined:
@@ -46,18 +47,28 @@ func newFleetView(s Snapshot) fleetView {
 			v.Counts.Ready++
 		}
 	}
+	v.Graph = lay(names, s.Fleet)
+	v.Graph.Nodes = append([]graphNode(nil), v.Graph.Nodes...) // the layout may be shared
+	for i := range v.Graph.Nodes {
+		n := &v.Graph.Nodes[i]
+		st := &v.Rows[byName[n.Name]]
+		n.Phase, n.Ready = st.Phase.String(), st.Ready
+	}
+	return v
+}
+
+// layoutFleet is layout with the fleet's dependsOn.
+func layoutFleet(names []string, f *spec.Fleet) graph { return layout(names, dependsOn(f)) }
+
+// dependsOn maps each server of a fleet to its dependsOn.
+func dependsOn(f *spec.Fleet) map[string][]string {
 	deps := map[string][]string{}
-	if s.Fleet != nil {
-		for _, srv := range s.Fleet.Servers {
+	if f != nil {
+		for _, srv := range f.Servers {
 			deps[srv.Metadata.Name] = srv.Spec.DependsOn
 		}
 	}
-	v.Graph = layout(names, deps)
-	for i := range v.Graph.Nodes {
-		n := &v.Graph.Nodes[i]
-		n.Phase, n.Ready = phase[n.Name].Phase.String(), phase[n.Name].Ready
-	}
-	return v
+	return deps
 }
 
 // failing reports the phases that need someone's attention.

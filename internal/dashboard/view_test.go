@@ -85,7 +85,7 @@ func TestFleetViewCounts(t *testing.T) {
 	snap.Status.Servers[1].Phase, snap.Status.Servers[1].Ready = reconciler.PhaseCrashLoopBackOff, false
 	snap.Status.Servers[2].Phase, snap.Status.Servers[2].Ready = reconciler.PhaseQuarantined, false
 	snap.Status.Servers[3].Phase, snap.Status.Servers[3].Ready = reconciler.PhaseStopped, false
-	v := newFleetView(snap)
+	v := newFleetView(snap, layoutFleet)
 	if want := (counts{Servers: 5, Ready: 2, Failing: 1, Quarantined: 1, Stopped: 1}); v.Counts != want {
 		t.Errorf("counts = %+v, want %+v", v.Counts, want)
 	}
@@ -129,5 +129,63 @@ func TestPagesShowNoSecret(t *testing.T) {
 		if !strings.Contains(out, want) {
 			t.Errorf("the server page lacks %q", want)
 		}
+	}
+}
+
+// TestSameRowCoversTheRow: a change to any field of a server's status
+// that changes its row makes sameRow false, so a cached row is never
+// stale. Every field of reconciler.ServerStatus has a mutation here; a new
+// field fails the test until it has one.
+func TestSameRowCoversTheRow(t *testing.T) {
+	at := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
+	later := at.Add(time.Minute)
+	base := reconciler.ServerStatus{
+		Name: "api", Phase: reconciler.PhaseFailed, Ready: false, PID: 10, Port: 8080, Restarts: 2,
+		StartedAt: &at, Reason: "Failed", Message: "exited", LastExit: &reconciler.LastExit{Code: 1, Reason: "exited with code 1", At: at},
+		Conditions: []reconciler.Condition{{Type: "Ready", Status: "False"}},
+	}
+	mutations := map[string]func(*reconciler.ServerStatus){
+		"Name":      func(s *reconciler.ServerStatus) { s.Name = "web" },
+		"Phase":     func(s *reconciler.ServerStatus) { s.Phase = reconciler.PhaseRunning },
+		"Ready":     func(s *reconciler.ServerStatus) { s.Ready = true },
+		"PID":       func(s *reconciler.ServerStatus) { s.PID = 11 },
+		"Port":      func(s *reconciler.ServerStatus) { s.Port = 8081 },
+		"Restarts":  func(s *reconciler.ServerStatus) { s.Restarts = 3 },
+		"StartedAt": func(s *reconciler.ServerStatus) { s.StartedAt = &later },
+		"Reason":    func(s *reconciler.ServerStatus) { s.Reason = "BackOff" },
+		"Message":   func(s *reconciler.ServerStatus) { s.Message = "other" },
+		"LastExit": func(s *reconciler.ServerStatus) {
+			s.LastExit = &reconciler.LastExit{Code: -1, Signal: "SIGKILL", Reason: "killed"}
+		},
+		"Conditions": func(s *reconciler.ServerStatus) { s.Conditions = nil },
+		"Events":     func(s *reconciler.ServerStatus) { s.Events = []reconciler.Event{{Reason: "Started"}} },
+	}
+	typ := reflect.TypeOf(base)
+	for i := range typ.NumField() {
+		if _, ok := mutations[typ.Field(i).Name]; !ok {
+			t.Errorf("no mutation of ServerStatus.%s: add one, and to sameRow if the row shows it", typ.Field(i).Name)
+		}
+	}
+	extra := []func(*reconciler.ServerStatus){
+		func(s *reconciler.ServerStatus) { s.StartedAt = nil },
+		func(s *reconciler.ServerStatus) { s.LastExit = nil },
+		func(s *reconciler.ServerStatus) { s.Phase, s.Ready = reconciler.PhaseStopped, false },
+	}
+	all := extra
+	for _, m := range mutations {
+		all = append(all, m)
+	}
+	for i, m := range all {
+		mut := base
+		m(&mut)
+		if rowHTML(mut) != rowHTML(base) && sameRow(base, mut) {
+			t.Errorf("mutation %d changes the row but sameRow says it is the same: %+v", i, mut)
+		}
+	}
+	same := base
+	copied := at
+	same.StartedAt = &copied // another pointer to the same time
+	if !sameRow(base, same) {
+		t.Error("sameRow: equal statuses differ")
 	}
 }

@@ -40,6 +40,12 @@
     t.innerHTML = "<table><tbody>" + html + "</tbody></table>";
     return t.content.querySelector("tr");
   }
+  function svgFromHTML(html) {
+    // A graph box must be parsed inside an <svg> to be SVG.
+    const t = document.createElement("template");
+    t.innerHTML = "<svg>" + html + "</svg>";
+    return t.content.firstChild.firstElementChild;
+  }
   function applyPatch(p) {
     if (p.parts) {
       for (const id in p.parts) {
@@ -47,6 +53,13 @@
         if (!el) continue;
         el.replaceChildren(fromHTML(p.parts[id]));
         ages(el);
+      }
+    }
+    if (p.nodes) {
+      for (const name in p.nodes) {
+        const old = document.getElementById("node-" + name);
+        const n = svgFromHTML(p.nodes[name]);
+        if (old && n) old.replaceWith(n);
       }
     }
     const tbody = document.getElementById("rows");
