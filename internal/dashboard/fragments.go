@@ -30,6 +30,27 @@ func (w *writer) text(s string) { w.WriteString(html.EscapeString(s)) }
 
 func (w *writer) int(n int) { w.WriteString(strconv.Itoa(n)) }
 
+// attr writes ` name="value"`, the value escaped.
+func (w *writer) attr(name, value string) {
+	w.raw(" " + name + `="`)
+	w.text(value)
+	w.raw(`"`)
+}
+
+// attrInt writes ` name="n"`.
+func (w *writer) attrInt(name string, n int) {
+	w.raw(" " + name + `="`)
+	w.int(n)
+	w.raw(`"`)
+}
+
+// element writes <tag attrs>text</tag>, the text escaped.
+func (w *writer) element(tag, attrs, text string) {
+	w.raw("<" + tag + attrs + ">")
+	w.text(text)
+	w.raw("</" + tag + ">")
+}
+
 // dashInt writes n, or an en dash for 0 (no pid, no port).
 func (w *writer) dashInt(n int) {
 	if n == 0 {
@@ -47,26 +68,20 @@ func rowHTML(st reconciler.ServerStatus) string {
 	var w writer
 	w.Grow(1400)
 	phase := st.Phase.String()
-	w.raw(`<tr id="row-`)
+	w.raw("<tr")
+	w.attr("id", "row-"+st.Name)
+	w.attr("data-name", st.Name)
+	w.attr("data-phase", phase)
+	w.attr("data-ready", strconv.FormatBool(st.Ready))
+	w.attrInt("data-pid", st.PID)
+	w.attrInt("data-restarts", st.Restarts)
+	w.raw(`><td data-label="Name" class="name"><a`)
+	w.attr("href", serverHref(st.Name))
+	w.raw(">")
 	w.text(st.Name)
-	w.raw(`" data-name="`)
-	w.text(st.Name)
-	w.raw(`" data-phase="`)
-	w.text(phase)
-	w.raw(`" data-ready="`)
-	w.raw(strconv.FormatBool(st.Ready))
-	w.raw(`" data-pid="`)
-	w.int(st.PID)
-	w.raw(`" data-restarts="`)
-	w.int(st.Restarts)
-	w.raw(`">`)
-	w.raw(`<td data-label="Name" class="name"><a href="`)
-	w.text(serverHref(st.Name))
-	w.raw(`">`)
-	w.text(st.Name)
-	w.raw(`</a></td><td data-label="Phase"><span class="phase" data-phase="`)
-	w.text(phase)
-	w.raw(`">`)
+	w.raw(`</a></td><td data-label="Phase"><span class="phase"`)
+	w.attr("data-phase", phase)
+	w.raw(">")
 	w.text(phase)
 	w.raw(`</span></td><td data-label="Ready">`)
 	if st.Ready {
@@ -84,18 +99,16 @@ func rowHTML(st reconciler.ServerStatus) string {
 	w.age(st.StartedAt)
 	w.raw(`</td><td data-label="Reason" class="reason">`)
 	if st.Reason != "" {
-		w.raw(`<span title="`)
-		w.text(st.Message)
-		w.raw(`">`)
+		w.raw("<span")
+		w.attr("title", st.Message)
+		w.raw(">")
 		w.text(st.Reason)
-		w.raw(`</span>`)
+		w.raw("</span>")
 	} else {
 		w.raw(`<span class="muted">–</span>`)
 	}
 	if st.LastExit != nil && !st.Ready {
-		w.raw(`<div class="sub">`)
-		w.text(st.LastExit.Reason)
-		w.raw(`</div>`)
+		w.element("div", ` class="sub"`, st.LastExit.Reason)
 	}
 	w.raw(`</td><td class="acts">`)
 	w.actions(st)
@@ -112,11 +125,10 @@ func (w *writer) age(t *time.Time) {
 		return
 	}
 	at := t.UTC().Format(time.RFC3339)
-	w.raw(`<time data-since="`)
-	w.text(at)
-	w.raw(`" title="`)
-	w.text(at)
-	w.raw(`"></time>`)
+	w.raw("<time")
+	w.attr("data-since", at)
+	w.attr("title", at)
+	w.raw("></time>")
 }
 
 // actions writes a server's buttons: each a form that posts to
@@ -125,21 +137,18 @@ func (w *writer) age(t *time.Time) {
 func (w *writer) actions(st reconciler.ServerStatus) {
 	for _, a := range actions(st) {
 		title := strings.ToUpper(string(a[:1])) + string(a[1:])
-		w.raw(`<form method="post" action="`)
-		w.text(serverHref(st.Name) + "/" + string(a))
-		w.raw(`" class="act"`)
+		w.raw(`<form method="post"`)
+		w.attr("action", serverHref(st.Name)+"/"+string(a))
+		w.raw(` class="act"`)
 		if a == ActionStop {
-			w.raw(` data-confirm="Stop `)
-			w.text(st.Name)
-			w.raw(`? It stays stopped until you start it."`)
+			w.attr("data-confirm", "Stop "+st.Name+"? It stays stopped until you start it.")
 		}
-		w.raw(`><button type="submit" data-action="`)
-		w.text(string(a))
-		w.raw(`" title="`)
-		w.text(title + " " + st.Name)
-		w.raw(`">`)
+		w.raw(`><button type="submit"`)
+		w.attr("data-action", string(a))
+		w.attr("title", title+" "+st.Name)
+		w.raw(">")
 		w.text(title)
-		w.raw(`</button></form>`)
+		w.raw("</button></form>")
 	}
 }
 
@@ -147,7 +156,7 @@ func (w *writer) actions(st reconciler.ServerStatus) {
 func actionsHTML(st reconciler.ServerStatus) template.HTML {
 	var w writer
 	w.actions(st)
-	return template.HTML(w.String()) // every value in it is escaped by w.text
+	return template.HTML(w.String()) // every value in it is escaped by w.attr and w.text
 }
 
 // graphSVG draws a laid-out dependency graph: a box per server, filled
@@ -160,29 +169,23 @@ func graphSVG(g graph) string {
 	}
 	var w writer
 	w.Grow(600 + 700*len(g.Nodes) + 200*len(g.Edges))
-	w.raw(`<svg class="deps" viewBox="0 0 `)
-	w.int(g.Width)
-	w.raw(" ")
-	w.int(g.Height)
-	w.raw(`" width="`)
-	w.int(g.Width)
-	w.raw(`" height="`)
-	w.int(g.Height)
-	w.raw(`" role="img" aria-label="Dependency graph">`)
+	w.raw(`<svg class="deps"`)
+	w.attr("viewBox", "0 0 "+itoa(g.Width)+" "+itoa(g.Height))
+	w.attrInt("width", g.Width)
+	w.attrInt("height", g.Height)
+	w.raw(` role="img" aria-label="Dependency graph">`)
 	w.raw(`<defs><marker id="arrow" viewBox="0 0 10 10" refX="9" refY="5" markerWidth="7" markerHeight="7" orient="auto-start-reverse"><path d="M0 0L10 5L0 10z" class="arrowhead"/></marker></defs>`)
 	for _, e := range g.Edges {
-		w.raw(`<path class="edge" data-from="`)
-		w.text(e.From)
-		w.raw(`" data-to="`)
-		w.text(e.To)
-		w.raw(`" d="`)
-		w.text(e.Path)
-		w.raw(`" marker-end="url(#arrow)"/>`)
+		w.raw(`<path class="edge"`)
+		w.attr("data-from", e.From)
+		w.attr("data-to", e.To)
+		w.attr("d", e.Path)
+		w.raw(` marker-end="url(#arrow)"/>`)
 	}
 	for _, n := range g.Nodes {
 		w.raw(nodeSVG(n))
 	}
-	w.raw(`</svg>`)
+	w.raw("</svg>")
 	return w.String()
 }
 
@@ -190,45 +193,30 @@ func graphSVG(g graph) string {
 func nodeSVG(n graphNode) string {
 	var w writer
 	w.Grow(700)
-	w.raw(`<a href="`)
-	w.text(serverHref(n.Name))
-	w.raw(`" class="node" id="node-`)
-	w.text(n.Name)
-	w.raw(`" data-name="`)
-	w.text(n.Name)
-	w.raw(`" data-phase="`)
-	w.text(n.Phase)
-	w.raw(`" data-ready="`)
-	w.raw(strconv.FormatBool(n.Ready))
-	w.raw(`"><title>`)
-	w.text(n.Name + ": " + n.Phase)
+	w.raw("<a")
+	w.attr("href", serverHref(n.Name))
+	w.raw(` class="node"`)
+	w.attr("id", "node-"+n.Name)
+	w.attr("data-name", n.Name)
+	w.attr("data-phase", n.Phase)
+	w.attr("data-ready", strconv.FormatBool(n.Ready))
+	title := n.Name + ": " + n.Phase
 	if n.Ready {
-		w.raw(", ready")
+		title += ", ready"
 	}
-	w.raw(`</title><rect x="`)
-	w.int(n.X)
-	w.raw(`" y="`)
-	w.int(n.Y)
-	w.raw(`" width="`)
-	w.int(nodeW)
-	w.raw(`" height="`)
-	w.int(nodeH)
-	w.raw(`" rx="10"/><circle cx="`)
-	w.int(n.X + 16)
-	w.raw(`" cy="`)
-	w.int(n.Y + nodeH/2)
-	w.raw(`" r="5" class="dot"/><text x="`)
-	w.int(n.X + 30)
-	w.raw(`" y="`)
-	w.int(n.Y + 20)
-	w.raw(`" class="label">`)
-	w.text(n.Label)
-	w.raw(`</text><text x="`)
-	w.int(n.X + 30)
-	w.raw(`" y="`)
-	w.int(n.Y + 36)
-	w.raw(`" class="phase-label">`)
-	w.text(n.Phase)
-	w.raw(`</text></a>`)
+	w.raw(">")
+	w.element("title", "", title)
+	w.raw("<rect")
+	w.attrInt("x", n.X)
+	w.attrInt("y", n.Y)
+	w.attrInt("width", nodeW)
+	w.attrInt("height", nodeH)
+	w.raw(` rx="10"/><circle`)
+	w.attrInt("cx", n.X+16)
+	w.attrInt("cy", n.Y+nodeH/2)
+	w.raw(` r="5" class="dot"/>`)
+	w.element("text", ` x="`+itoa(n.X+30)+`" y="`+itoa(n.Y+20)+`" class="label"`, n.Label)
+	w.element("text", ` x="`+itoa(n.X+30)+`" y="`+itoa(n.Y+36)+`" class="phase-label"`, n.Phase)
+	w.raw("</a>")
 	return w.String()
 }

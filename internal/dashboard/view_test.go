@@ -189,3 +189,19 @@ func TestSameRowCoversTheRow(t *testing.T) {
 		t.Error("sameRow: equal statuses differ")
 	}
 }
+
+// TestFragmentsEscape: text that reaches a row or the graph from the
+// reconciler (reasons, messages, exits) is shown as text, never markup.
+func TestFragmentsEscape(t *testing.T) {
+	evil := `"><script>alert(1)</script><x y='`
+	st := reconciler.ServerStatus{Name: "api", Phase: reconciler.PhaseFailed, Reason: evil, Message: evil, LastExit: &reconciler.LastExit{Reason: evil}}
+	g := graph{Width: 10, Height: 10, Nodes: []graphNode{{Name: "api", Label: evil, Phase: evil}}, Edges: []graphEdge{{From: "api", To: "x", Path: evil}}}
+	for what, html := range map[string]string{"row": rowHTML(st), "graph": graphSVG(g), "node": nodeSVG(g.Nodes[0])} {
+		if strings.Contains(html, "<script") || strings.Contains(html, "<x y") || strings.Contains(html, `="">`) {
+			t.Errorf("%s lets markup through: %s", what, html)
+		}
+		if !strings.Contains(html, "&lt;script&gt;") {
+			t.Errorf("%s lost the text: %s", what, html)
+		}
+	}
+}
