@@ -132,7 +132,10 @@ func waitJS(t testing.TB, ctx context.Context, what, predicate string) {
 			break
 		}
 	}
-	rows, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`location.pathname + ": " + Array.from(document.querySelectorAll("[data-name][data-phase]")).map(r => r.dataset.name + "=" + r.dataset.phase + "/" + r.dataset.pid + "/" + r.dataset.restarts).join(" ")`))
+	rows, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`location.pathname + ": " +
+		Array.from(document.querySelectorAll("[data-name][data-phase]")).map(r => r.dataset.name + "=" + r.dataset.phase + "/" + r.dataset.pid + "/" + r.dataset.restarts).join(" ") +
+		"; live: " + (document.getElementById("live") || {dataset: {}}).dataset.state +
+		"; log: " + JSON.stringify(Array.from(document.querySelectorAll("#log div")).map(d => d.textContent))`))
 	t.Fatalf("%s: the page never showed it (%v); page: %s", what, err, rows)
 }
 

@@ -3,6 +3,7 @@ package dashboard
 import (
 	"fmt"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -60,12 +61,22 @@ func newFleetView(s Snapshot, lay func(names []string, f *spec.Fleet) graph) fle
 // layoutFleet is layout with the fleet's dependsOn.
 func layoutFleet(names []string, f *spec.Fleet) graph { return layout(names, dependsOn(f)) }
 
-// dependsOn maps each server of a fleet to its dependsOn.
+// dependsOn maps each instance of a fleet to the instances it depends on:
+// dependsOn names servers, and a server with replicas is every one of its
+// instances (DESIGN.md: `dependsOn: [api]` waits for every instance).
 func dependsOn(f *spec.Fleet) map[string][]string {
 	deps := map[string][]string{}
-	if f != nil {
-		for _, srv := range f.Servers {
-			deps[srv.Metadata.Name] = srv.Spec.DependsOn
+	if f == nil {
+		return deps
+	}
+	all := f.Instances()
+	byServer := make(map[string][]string, len(f.Servers))
+	for _, in := range all {
+		byServer[in.Server.Metadata.Name] = append(byServer[in.Server.Metadata.Name], in.Name)
+	}
+	for _, in := range all {
+		for _, d := range in.Server.Spec.DependsOn {
+			deps[in.Name] = append(deps[in.Name], byServer[d]...)
 		}
 	}
 	return deps
@@ -81,8 +92,9 @@ type serverView struct {
 	Name   string
 	Known  bool // the server is in the status
 	Status reconciler.ServerStatus
-	// Spec is the declared server; nil when it is not in the fleet in force.
-	Spec *spec.Server
+	// Spec is the declared instance (a server, or one of its replicas); nil
+	// when it is not in the fleet in force.
+	Spec *spec.Instance
 	// FleetLoaded is false when no fleet has loaded (Spec is then unknown).
 	FleetLoaded bool
 	Detail      Detail
@@ -97,15 +109,13 @@ func newServerView(name string, s Snapshot, d Detail, derr error) serverView {
 	v := serverView{Name: name, Detail: d, FleetLoaded: s.Fleet != nil}
 	v.Status, v.Known = s.Status.Get(name)
 	if s.Fleet != nil {
-		v.Spec, _ = s.Fleet.Get(name)
-		for _, srv := range s.Fleet.Servers {
-			for _, dep := range srv.Spec.DependsOn {
-				if dep == name {
-					v.Dependents = append(v.Dependents, srv.Metadata.Name)
-					break
-				}
+		v.Spec, _ = s.Fleet.Instance(name)
+		for n, deps := range dependsOn(s.Fleet) {
+			if slices.Contains(deps, name) {
+				v.Dependents = append(v.Dependents, n)
 			}
 		}
+		slices.Sort(v.Dependents)
 	}
 	if derr != nil {
 		v.DetailErr = derr.Error()
@@ -179,9 +189,9 @@ func probeText(p *spec.Probe, port int) string {
 	return fmt.Sprintf("%s, every %s (timeout %s, delay %s, %d failures)", what, p.Period(), p.Timeout(), p.InitialDelay(), fail)
 }
 
-// envNames lists the names of a spec's env; values are never shown
+// envNames lists the names of an instance's env; values are never shown
 // (SECURITY.md: environment values are not logged or displayed).
-func envNames(env []spec.EnvVar) string {
+func envNames(env []spec.Var) string {
 	names := make([]string, len(env))
 	for i, e := range env {
 		names[i] = e.Name

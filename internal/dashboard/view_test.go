@@ -205,3 +205,36 @@ func TestFragmentsEscape(t *testing.T) {
 		}
 	}
 }
+
+// TestDependsOnReplicas: dependsOn names servers, and a replicated
+// server is each of its instances, in the graph and in "needed by".
+func TestDependsOnReplicas(t *testing.T) {
+	two := 2
+	f := &spec.Fleet{Servers: []spec.Server{
+		{Metadata: spec.ObjectMeta{Name: "api"}, Spec: spec.ServerSpec{Command: []string{"./api"}, Port: 8080, Replicas: &two, DependsOn: []string{"db"}}},
+		{Metadata: spec.ObjectMeta{Name: "db"}, Spec: spec.ServerSpec{Command: []string{"./db"}}},
+		{Metadata: spec.ObjectMeta{Name: "web"}, Spec: spec.ServerSpec{Command: []string{"./web"}, DependsOn: []string{"api"}}},
+	}}
+	want := map[string][]string{"api-0": {"db"}, "api-1": {"db"}, "web": {"api-0", "api-1"}}
+	if got := dependsOn(f); !reflect.DeepEqual(got, want) {
+		t.Fatalf("dependsOn = %v, want %v", got, want)
+	}
+	snap := Snapshot{Fleet: f}
+	for _, n := range []string{"api-0", "api-1", "db", "web"} {
+		snap.Status.Servers = append(snap.Status.Servers, reconciler.ServerStatus{Name: n, Phase: reconciler.PhaseRunning})
+	}
+	var edges []string
+	for _, e := range newFleetView(snap, layoutFleet).Graph.Edges {
+		edges = append(edges, e.From+"->"+e.To)
+	}
+	if want := []string{"api-0->db", "api-1->db", "web->api-0", "web->api-1"}; !reflect.DeepEqual(edges, want) {
+		t.Errorf("graph edges = %v, want %v", edges, want)
+	}
+	v := newServerView("api-1", snap, Detail{}, nil)
+	if v.Spec == nil || v.Spec.Port != 8081 || !reflect.DeepEqual(v.Dependents, []string{"web"}) {
+		t.Fatalf("api-1's page: spec %+v, needed by %v; want port 8081, needed by web", v.Spec, v.Dependents)
+	}
+	if html := serverFrames(v).Parts["s-spec"]; !strings.Contains(html, "Replica") || !strings.Contains(html, "8081") {
+		t.Errorf("api-1's spec does not say it is replica 1 on port 8081: %s", html)
+	}
+}
