@@ -28,10 +28,12 @@
 //     buttons. No polling, no reload. The assets are embedded: no CDN, no
 //     build step.
 //   - Nothing while no page is open: no goroutine, timer or Backend call
-//     runs for the dashboard but the HTTP server's accept loop. A connected
-//     page costs one Snapshot and one render per change, at most one per
-//     Config.MinInterval, and a heartbeat every 25 s; a server's page also
-//     follows its log file (internal/logfile.Follow).
+//     runs for the dashboard but the HTTP server's accept loop (and a
+//     browser's idle keep-alive connection, until its 60 s idle timeout).
+//     A connected page costs one Snapshot and one render of what changed
+//     per update, at most one update per Config.MinInterval, and a
+//     heartbeat every 25 s; a server's page also follows its log file
+//     (internal/logfile.Follow: fsnotify, and a poll every second).
 //   - Bounded. At most Config.MaxStreams pages at once (more get 503); an
 //     event that cannot be written within 10 s drops its page; a log line
 //     is cut at 8 KiB and cleaned of terminal escapes; action bodies are

@@ -27,6 +27,8 @@ type tableBackend struct {
 	lastReq   atomic.Value // string "name action"
 }
 
+var _ Backend = (*tableBackend)(nil)
+
 func newTableBackend(snap Snapshot) *tableBackend {
 	return &tableBackend{snap: snap, details: map[string]Detail{}, changeCh: make(chan struct{})}
 }

@@ -129,6 +129,8 @@ func startProcBackend(t testing.TB, decl []fleetServer) *procBackend {
 	return b
 }
 
+var _ Backend = (*procBackend)(nil)
+
 // secretValue is the value of every test server's API_TOKEN.
 const secretValue = "s3cret-do-not-show-7f3a"
 
