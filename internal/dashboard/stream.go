@@ -113,7 +113,11 @@ func (d *Dashboard) stream(w http.ResponseWriter, r *http.Request, frame func(co
 					logs = nil
 					continue
 				}
-				if !send("log", lines) {
+				event := "log"
+				if lines == nil {
+					event, lines = "logreset", []string{}
+				}
+				if !send(event, lines) {
 					return false
 				}
 			case <-beat.C:
@@ -150,30 +154,45 @@ func (d *Dashboard) stream(w http.ResponseWriter, r *http.Request, frame func(co
 	}
 }
 
+// followRetry is how soon a log that could not be followed is tried
+// again (also at each change of the fleet).
+const followRetry = 5 * time.Second
+
 // followLog sends the lines of a server's log to out as they are written,
-// starting with the last LogLines, until ctx ends. A log that does not
-// exist yet is looked for again at each change of the fleet.
+// starting with the last LogLines, until ctx ends. Each time it starts
+// following it first sends a nil batch: the page then clears what it
+// shows, so a retry never shows a line twice. A log that does not exist
+// yet, or that cannot be followed, is tried again at each change of the
+// fleet and every followRetry.
 func (d *Dashboard) followLog(ctx context.Context, path string, out chan<- []string) {
 	defer close(out)
 	for {
 		changed := d.cfg.Backend.Changed()
 		if _, err := os.Stat(path); err == nil {
+			select {
+			case out <- nil:
+			case <-ctx.Done():
+				return
+			}
 			lw := &lineWriter{ctx: ctx, out: out}
 			err := logfile.Follow(ctx, path, lw, logfile.FollowOptions{Lines: d.cfg.LogLines, Log: d.cfg.Log})
 			lw.flush()
-			if err == nil || ctx.Err() != nil {
+			if ctx.Err() != nil {
 				return
 			}
-			if !errors.Is(err, fs.ErrNotExist) {
-				d.cfg.Log.V(1).Info("Cannot follow a log", "path", path, "error", err.Error())
-				return
+			if err != nil && !errors.Is(err, fs.ErrNotExist) {
+				d.cfg.Log.V(1).Info("Cannot follow a log; trying again", "path", path, "error", err.Error())
 			}
 		}
+		t := time.NewTimer(followRetry)
 		select {
 		case <-ctx.Done():
+			t.Stop()
 			return
 		case <-changed:
+		case <-t.C:
 		}
+		t.Stop()
 	}
 }
 

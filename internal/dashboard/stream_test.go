@@ -230,6 +230,7 @@ func TestServerStreamFollowsLog(t *testing.T) {
 		t.Fatal(err)
 	}
 	b.set(func(*Snapshot) {})
+	ev.next("logreset")
 	if got := ev.next("log"); got != `["two","three"]` {
 		t.Fatalf("first log event %s, want the last 2 lines", got)
 	}
@@ -283,4 +284,32 @@ func keys[V any](m map[string]V) []string {
 		out = append(out, k)
 	}
 	return out
+}
+
+// TestServerStreamRetriesLog: a log that cannot be followed (here a
+// folder in its place) is tried again at the next change, and the page
+// is told to clear what it showed before the tail comes again.
+func TestServerStreamRetriesLog(t *testing.T) {
+	dir := t.TempDir()
+	logPath := filepath.Join(dir, "s000.log")
+	if err := os.Mkdir(logPath, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	b := newTableBackend(syntheticFleet(1))
+	b.details["s000"] = Detail{LogPath: logPath}
+	s := serve(t, Config{Backend: b, MinInterval: time.Millisecond})
+	ev := openSSE(t, s.client(t), s.base+"/servers/s000/events")
+	ev.patch()
+	ev.next("logreset") // the first try, which fails on the folder
+	if err := os.Remove(logPath); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(logPath, []byte("back\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	b.set(func(*Snapshot) {})
+	ev.next("logreset")
+	if got := ev.next("log"); got != `["back"]` {
+		t.Fatalf("log event %s after the retry, want [\"back\"]", got)
+	}
 }

@@ -116,13 +116,15 @@
     es.addEventListener("open", function () { setLive("live", "live"); });
     es.addEventListener("patch", function (e) { applyPatch(JSON.parse(e.data)); });
     es.addEventListener("log", function (e) { appendLog(JSON.parse(e.data)); });
+    // The server follows the log anew (a new stream, a retry): it sends
+    // the tail again after this.
+    es.addEventListener("logreset", function () { if (log) { log.replaceChildren(); delete log.dataset.seen; } });
     es.addEventListener("error", function () {
       if (es.readyState === EventSource.CLOSED) {
         setLive("gone", "disconnected");
         say("The dashboard is gone (procfleet up stopped?). Open the URL that procfleet ui prints.", true);
       } else {
         setLive("connecting", "reconnecting");
-        if (log) log.replaceChildren(); // the stream sends the tail again
       }
     });
   } else {
