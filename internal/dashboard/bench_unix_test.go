@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"runtime/pprof"
 	"strings"
 	"syscall"
 	"testing"
@@ -75,6 +76,12 @@ func benchServe(mode string, in io.Reader, out io.Writer) int {
 			})
 		}
 	}()
+	if path := os.Getenv("DASHBOARD_BENCH_PROFILE"); path != "" {
+		f, err := os.Create(path)
+		if err == nil && pprof.StartCPUProfile(f) == nil {
+			defer func() { pprof.StopCPUProfile(); f.Close() }()
+		}
+	}
 	fmt.Fprintln(out, "url", d.URL(l.Addr()))
 	sc := bufio.NewScanner(in)
 	for sc.Scan() {
@@ -101,7 +108,8 @@ func benchServe(mode string, in io.Reader, out io.Writer) int {
 // opens and after it closes; the dashboard itself then does nothing, see
 // TestNoPageNoCost), with one fleet page open in headless Chromium
 // ("page-cpu-ms/s"), and the difference ("dashboard-cpu-ms/s"). Each
-// iteration is a one-second window: run it with -benchtime=10x.
+// iteration is a one-second window: run it with -benchtime=30x.
+// DASHBOARD_BENCH_PROFILE=FILE writes the child's CPU profile to FILE.
 func BenchmarkConnectedPage(b *testing.B) {
 	for _, mode := range []string{"steady", "restarts", "phases"} {
 		b.Run(mode, func(b *testing.B) {
@@ -116,7 +124,19 @@ func BenchmarkConnectedPage(b *testing.B) {
 			if err := cmd.Start(); err != nil {
 				b.Fatal(err)
 			}
-			b.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+			b.Cleanup(func() {
+				// The end of its input ends the child (and writes its
+				// profile); a kill makes sure of it.
+				_ = stdin.Close()
+				exited := make(chan struct{})
+				go func() { _ = cmd.Wait(); close(exited) }()
+				select {
+				case <-exited:
+				case <-time.After(10 * time.Second):
+					_ = cmd.Process.Kill()
+					<-exited
+				}
+			})
 			lines := bufio.NewScanner(stdout)
 			read := func() []string {
 				if !lines.Scan() {
@@ -144,7 +164,7 @@ func BenchmarkConnectedPage(b *testing.B) {
 				}
 				return time.Duration(ns)
 			}
-			const idleWindows = 3 // before the page, and as many after
+			const idleWindows = 10 // before the page, and as many after
 			var idle time.Duration
 			for range idleWindows {
 				idle += window(0)

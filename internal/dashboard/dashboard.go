@@ -24,7 +24,7 @@ const (
 	// a fleet changing at once (100 servers restarting) becomes a few
 	// updates a second, not hundreds, and each costs one Snapshot and one
 	// render.
-	DefaultMinInterval = 250 * time.Millisecond
+	DefaultMinInterval = 500 * time.Millisecond
 	// DefaultLogLines is how much of a server's log its page shows first.
 	DefaultLogLines = 200
 	// DefaultMaxStreams bounds the pages connected at once.
