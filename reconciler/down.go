@@ -6,12 +6,12 @@ import (
 	"fmt"
 	"sort"
 	"strings"
-	"sync"
 
 	"github.com/go-logr/logr"
 	"k8s.io/utils/clock"
 
 	"github.com/procfleet/procfleet/actuate"
+	"github.com/procfleet/procfleet/internal/api"
 	"github.com/procfleet/procfleet/spec"
 )
 
@@ -29,7 +29,7 @@ type DownConfig struct {
 	// Actuator replaces actuate.Actuator (tests). Nil means the real one.
 	Actuator Actuator
 	// Clock stamps events. Nil means the real clock.
-	Clock clock.PassiveClock
+	Clock clock.WithTicker
 }
 
 // DownError names the servers that could not be stopped, and why.
@@ -51,7 +51,7 @@ func (e *DownError) Error() string {
 	return b.String()
 }
 
-// Unwrap returns the errors, so errors.As finds a *actuate.QuarantineError.
+// Unwrap returns the errors.
 func (e *DownError) Unwrap() []error {
 	out := make([]error, 0, len(e.Servers))
 	for _, err := range e.Servers {
@@ -60,168 +60,195 @@ func (e *DownError) Unwrap() []error {
 	return out
 }
 
-// Down stops the named servers, or every server with a record when names is
-// empty: dependents first, independent servers in parallel, each with the
-// full stop sequence (which signals only what it proves is ours). Records
-// are removed. A name with no record is not running: nothing to do. The
-// error is a *DownError naming each server that could not be stopped.
-func Down(ctx context.Context, cfg DownConfig, names []string) error {
-	if cfg.StateDir == nil {
-		return errors.New("down: StateDir is required")
+// UnknownNameError is a server name that is neither declared nor recorded.
+type UnknownNameError struct {
+	Name string
+	// Nearest is the known name nearest to Name, "" when none is near.
+	Nearest string
+}
+
+func (e *UnknownNameError) Error() string {
+	if e.Nearest != "" {
+		return fmt.Sprintf("no server named %s (did you mean %s?)", e.Name, e.Nearest)
 	}
-	var clk clock.PassiveClock = clock.RealClock{}
-	if cfg.Clock != nil {
-		clk = cfg.Clock
+	return "no server named " + e.Name
+}
+
+// Is makes an unknown name api.ErrNotFound for the API.
+func (e *UnknownNameError) Is(target error) bool { return target == api.ErrNotFound }
+
+// checkNames returns an *UnknownNameError for the first of names that is
+// not among known.
+func checkNames(names, known []string) error {
+	set := make(map[string]bool, len(known))
+	for _, k := range known {
+		set[k] = true
 	}
-	emit := func(name, typ, reason, msg string, detail bool) {
-		cfg.Log.V(boolV(detail || cfg.OnEvent != nil)).Info("Event", "server", name, "type", typ, "reason", reason, "message", msg)
-		if cfg.OnEvent != nil {
-			cfg.OnEvent(Event{Time: clk.Now(), Server: name, Type: typ, Reason: reason, Message: msg, Detail: detail})
-		}
-	}
-	act := cfg.Actuator
-	if act == nil {
-		act = &actuate.Actuator{Dir: cfg.StateDir, Log: cfg.Log.WithName("actuate"), Events: sinkFunc(func(s, reason, msg string) {
-			emit(s, EventNormal, reason, msg, true)
-		})}
-	}
-	// The fleet (for the order and the timeouts) and the records are read
-	// at the same time: each costs tens of milliseconds with 100 servers on
-	// a busy machine, and every stop waits for both.
-	var fleet *spec.Fleet
-	loaded := make(chan struct{})
-	go func() {
-		defer close(loaded)
-		var err error
-		fleet, err = spec.Load(cfg.Files...)
-		if err != nil {
-			cfg.Log.Info("Fleet files do not load; stopping without dependency order", "error", err.Error())
-			fleet = &spec.Fleet{}
-		}
-	}()
-	recs, errs := cfg.StateDir.Records()
-	<-loaded
-	failed := map[string]error{}
-	for _, err := range errs {
-		var ue *actuate.UntrustedRecordError
-		if errors.As(err, &ue) {
-			failed[ue.Name] = err
+	for _, n := range names {
+		if set[n] {
 			continue
 		}
-		return fmt.Errorf("down: %w", err)
-	}
-	byName := map[string]actuate.Record{}
-	for _, r := range recs {
-		byName[r.Name] = r
-	}
-	todo := map[string]actuate.Record{}
-	if len(names) == 0 {
-		todo = byName
-	} else {
-		for _, n := range names {
-			if r, ok := byName[n]; ok {
-				todo[n] = r
-			} else if _, bad := failed[n]; !bad {
-				emit(n, EventNormal, ReasonStopped, "not running", false)
-			}
+		e := &UnknownNameError{Name: n}
+		if best, near := spec.NearestName(n, known); near {
+			e.Nearest = best
 		}
-		for n := range failed {
-			if !contains(names, n) {
-				delete(failed, n)
-			}
-		}
-	}
-	// dependents[x] = servers that depend on x.
-	dependents := map[string][]string{}
-	for _, s := range fleet.Servers {
-		for _, dep := range s.Spec.DependsOn {
-			dependents[dep] = append(dependents[dep], s.Metadata.Name)
-		}
-	}
-	var mu sync.Mutex
-	done := map[string]bool{}
-	for len(todo) > 0 {
-		var wave []string
-		for n := range todo {
-			blocked := false
-			for _, dn := range dependents[n] {
-				if _, pending := todo[dn]; pending {
-					blocked = true
-				}
-			}
-			if !blocked {
-				wave = append(wave, n)
-			}
-		}
-		if len(wave) == 0 { // a cycle cannot validate; stop the rest at once
-			for n := range todo {
-				wave = append(wave, n)
-			}
-		}
-		sort.Strings(wave)
-		var wg sync.WaitGroup
-		for _, n := range wave {
-			rec := todo[n]
-			delete(todo, n)
-			opts := actuate.StopOptions{Port: rec.Port}
-			if s, ok := fleet.Get(n); ok {
-				opts.Grace, opts.KillTimeout = s.Spec.TerminationGracePeriod(), s.Spec.KillTimeout()
-			}
-			wg.Go(func() {
-				emit(n, EventNormal, ReasonStopping, "stopping", false)
-				err := act.Stop(ctx, rec, opts)
-				mu.Lock()
-				defer mu.Unlock()
-				if err != nil {
-					failed[n] = err
-					emit(n, EventWarning, ReasonFailed, "could not be stopped: "+err.Error(), false)
-					return
-				}
-				done[n] = true
-				emit(n, EventNormal, ReasonStopped, "stopped", false)
-			})
-		}
-		wg.Wait()
-	}
-	markStopped(cfg.StateDir.StatusPath(), done, clk)
-	if len(failed) > 0 {
-		return &DownError{Servers: failed}
+		return e
 	}
 	return nil
 }
 
-// markStopped updates status.json, when there is one, for the servers
-// stopped, so that a status read without a running reconciler is true.
-func markStopped(path string, stopped map[string]bool, clk clock.PassiveClock) {
-	if len(stopped) == 0 {
-		return
+// Down stops the named servers, or every server with a record when names is
+// empty, without a running up (the caller holds the state folder's lock).
+// It is DownServers on a reconciler of its own: dependents first,
+// independent servers in parallel, each with the full stop sequence (which
+// signals only what it proves is ours), every signal's evidence in the
+// server's events file. The error is a *DownError naming each server that
+// could not be stopped, or an *UnknownNameError.
+func Down(ctx context.Context, cfg DownConfig, names []string) error {
+	if cfg.StateDir == nil {
+		return errors.New("down: StateDir is required")
 	}
-	st, err := ReadStatus(path)
+	r, err := New(Config{Files: cfg.Files, StateDir: cfg.StateDir, Log: cfg.Log, OnEvent: cfg.OnEvent,
+		Actuator: cfg.Actuator, Clock: cfg.Clock, ResyncPeriod: -1})
 	if err != nil {
-		return
+		return err
 	}
-	for i := range st.Servers {
-		s := &st.Servers[i]
-		if !stopped[s.Name] {
-			continue
-		}
-		s.Phase, s.Ready, s.PID, s.StartedAt, s.Reason, s.Message = PhaseStopped, false, 0, nil, "stopped by down", ""
-		for j := range s.Conditions {
-			if s.Conditions[j].Type == ConditionReady {
-				setCondition(&s.Conditions[j], ConditionFalse, ReasonStopped, "stopped by down", clk.Now())
-			}
-		}
-	}
-	_ = WriteStatus(path, st)
+	_, err = r.Down(ctx, names)
+	return err
 }
 
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
+// Down is DownServers for a reconciler that is not running (`procfleet
+// down` without up): it loads the fleet files for the order and timeouts,
+// reconciles only the servers it stops, and records their new status in
+// status.json, leaving the other servers' entries as they were.
+func (r *Reconciler) Down(ctx context.Context, names []string) (Status, error) {
+	fleet, err := spec.Load(r.cfg.Files...)
+	if err != nil {
+		r.log.Info("Fleet files do not load; stopping without dependency order", "error", err.Error())
+		fleet = &spec.Fleet{}
+	}
+	r.setDesired(fleet, nil)
+	if err := r.setup(); err != nil {
+		return Status{}, err
+	}
+	targets, err := r.downTargets(names)
+	if err != nil {
+		return Status{}, err
+	}
+	// Stops mostly wait (for the grace period, for the port): one worker
+	// each, so that a fleet stops in parallel.
+	r.cfg.Workers = max(1, min(len(targets), maxDownWorkers))
+	wctx, cancel := context.WithCancel(context.Background())
+	workers := r.startWorkers(wctx)
+	st, derr := r.stopAndWait(ctx, targets)
+	r.teardown(workers)
+	cancel()
+	if r.cfg.StateDir != nil {
+		if err := mergeStatus(r.cfg.StateDir.StatusPath(), r.Status(), targets); err != nil {
+			r.statusFault.failed(r.log, err, "Cannot write status")
 		}
 	}
-	return false
+	return st, derr
+}
+
+// maxDownWorkers bounds the parallel stops of one standalone down.
+const maxDownWorkers = 1024
+
+// downTargets is names checked against the known servers, or every server
+// with a record (or an untrusted one) when names is empty.
+func (r *Reconciler) downTargets(names []string) ([]string, error) {
+	all := r.names()
+	if len(names) > 0 {
+		if err := checkNames(names, all); err != nil {
+			return nil, err
+		}
+		return names, nil
+	}
+	if r.fw != nil {
+		return all, nil // under up: every server it knows
+	}
+	recs, _ := r.records.Records()
+	set := map[string]bool{}
+	for _, rec := range recs {
+		set[rec.Name] = true
+	}
+	r.mu.Lock()
+	for n, s := range r.servers {
+		if len(s.inbox) > 0 || s.st.phase == PhaseQuarantined {
+			set[n] = true // an untrusted record was found
+		}
+	}
+	r.mu.Unlock()
+	out := make([]string, 0, len(set))
+	for n := range set {
+		out = append(out, n)
+	}
+	sort.Strings(out)
+	return out, nil
+}
+
+// stopAndWait holds the declared targets stopped, stops every target
+// (dependents first) and waits until each has stopped or could not be.
+func (r *Reconciler) stopAndWait(ctx context.Context, targets []string) (Status, error) {
+	r.mu.Lock()
+	if r.stopping == nil {
+		r.stopping = map[string][]string{}
+	}
+	for _, n := range targets {
+		var deps []string
+		if d, ok := r.desired[n]; ok && d.Server != nil {
+			r.held[n] = true
+			deps = d.Server.Spec.DependsOn
+		}
+		r.stopping[n] = deps
+	}
+	since := r.passes
+	r.mu.Unlock()
+	for _, n := range targets {
+		r.queue.Add(n)
+	}
+	bad, cause := r.waitSettled(ctx, targets, since, r.clock.Now(), settleDown)
+	r.mu.Lock()
+	for _, n := range targets {
+		delete(r.stopping, n)
+	}
+	r.mu.Unlock()
+	st := r.Status()
+	if len(bad) == 0 {
+		return st, nil
+	}
+	failed := make(map[string]error, len(bad))
+	for n, why := range bad {
+		if cause != nil {
+			failed[n] = fmt.Errorf("not stopped yet (%s): %w", why, cause)
+			continue
+		}
+		failed[n] = errors.New(why)
+	}
+	return st, &DownError{Servers: failed}
+}
+
+// mergeStatus writes, into the status.json at path (when there is one), the
+// entries of names from st, keeping every other server's entry.
+func mergeStatus(path string, st Status, names []string) error {
+	saved, err := ReadStatus(path)
+	if err != nil {
+		return nil // no status.json: nothing to keep true
+	}
+	for _, n := range names {
+		ss, ok := st.Get(n)
+		if !ok {
+			continue
+		}
+		ss.Events = nil
+		if i := sort.Search(len(saved.Servers), func(i int) bool { return saved.Servers[i].Name >= n }); i < len(saved.Servers) && saved.Servers[i].Name == n {
+			saved.Servers[i] = ss
+		} else {
+			saved.Servers = append(saved.Servers, ss)
+			sort.Slice(saved.Servers, func(i, j int) bool { return saved.Servers[i].Name < saved.Servers[j].Name })
+		}
+	}
+	return WriteStatus(path, saved)
 }
 
 func boolV(detail bool) int {
@@ -230,8 +257,3 @@ func boolV(detail bool) int {
 	}
 	return 0
 }
-
-// sinkFunc adapts a function to actuate.EventSink.
-type sinkFunc func(server, reason, message string)
-
-func (f sinkFunc) Event(server, reason, message string) { f(server, reason, message) }

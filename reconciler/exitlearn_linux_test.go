@@ -249,7 +249,7 @@ func waitChange(t *testing.T, r *Reconciler, wake <-chan struct{}, what string, 
 	deadline := time.NewTimer(30 * time.Second)
 	defer deadline.Stop()
 	for {
-		ch := r.changes()
+		ch := r.Changes()
 		if cond() {
 			return
 		}

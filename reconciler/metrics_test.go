@@ -74,11 +74,11 @@ func TestMetricsFromStatus(t *testing.T) {
 	}
 	r.mu.Lock()
 	web := r.serverLocked("web")
-	web.phase, web.isReady, web.restarts = PhaseRunning, true, 2
-	web.lastExit = &LastExit{Code: 3, Reason: "exited with code 3", At: time.Unix(0, 0)}
+	web.st.phase, web.st.isReady, web.st.restarts = PhaseRunning, true, 2
+	web.st.lastExit = &LastExit{Code: 3, Reason: "exited with code 3", At: time.Unix(0, 0)}
 	db := r.serverLocked("db")
-	db.phase = PhaseCrashLoopBackOff
-	db.lastExit = &LastExit{Code: -1, Signal: "SIGKILL", Reason: "killed by signal 9 (SIGKILL)"}
+	db.st.phase = PhaseCrashLoopBackOff
+	db.st.lastExit = &LastExit{Code: -1, Signal: "SIGKILL", Reason: "killed by signal 9 (SIGKILL)"}
 	r.serverLocked("new") // Pending, never exited
 	r.mu.Unlock()
 

@@ -53,47 +53,6 @@ func (p *Phase) UnmarshalText(b []byte) error {
 	return fmt.Errorf("unknown phase %q", b)
 }
 
-// transitions lists, for each phase, the phases it may move to. Staying in the
-// same phase is always allowed. The table encodes three rules: Running is
-// reached only through a readiness wait (Starting) or by adopting a process
-// that is already there (Pending, Quarantined once verified); a Quarantined
-// server is never stopped; and a server that is Stopped, CrashLoopBackOff
-// or Failed goes through Pending or Starting before it runs again.
-var transitions = map[Phase][]Phase{
-	PhasePending:          {PhaseStarting, PhaseRunning, PhaseStopping, PhaseStopped, PhaseFailed, PhaseCrashLoopBackOff, PhaseQuarantined},
-	PhaseStarting:         {PhaseRunning, PhasePending, PhaseStopping, PhaseFailed, PhaseCrashLoopBackOff, PhaseQuarantined},
-	PhaseRunning:          {PhaseStopping, PhasePending, PhaseStopped, PhaseFailed, PhaseCrashLoopBackOff, PhaseQuarantined},
-	PhaseStopping:         {PhaseStopped, PhasePending, PhaseFailed, PhaseQuarantined},
-	PhaseStopped:          {PhasePending, PhaseStarting},
-	PhaseFailed:           {PhasePending, PhaseStarting, PhaseStopping, PhaseStopped, PhaseQuarantined},
-	PhaseCrashLoopBackOff: {PhasePending, PhaseStarting, PhaseStopped, PhaseQuarantined},
-	PhaseQuarantined:      {PhasePending, PhaseStarting, PhaseRunning, PhaseStopped},
-}
-
-// CanTransition reports whether a server may move from p to to.
-func (p Phase) CanTransition(to Phase) bool {
-	if p == to {
-		return true
-	}
-	for _, q := range transitions[p] {
-		if q == to {
-			return true
-		}
-	}
-	return false
-}
-
-// TransitionError is a refused phase change: a bug in the reconciler, never
-// a user error.
-type TransitionError struct {
-	Server   string
-	From, To Phase
-}
-
-func (e *TransitionError) Error() string {
-	return fmt.Sprintf("server %s: invalid phase transition %s -> %s", e.Server, e.From, e.To)
-}
-
 // ConditionStatus is "True", "False" or "Unknown".
 type ConditionStatus string
 

@@ -70,9 +70,12 @@ func (o Ownership) String() string {
 	return fmt.Sprintf("Ownership(%d)", o)
 }
 
-// Quarantine reasons (DESIGN.md), as the plan reports them.
+// Reasons the plan reports.
 const (
+	// ReasonPortConflict: the declared port is held by another process.
 	ReasonPortConflict = "PortConflict"
+	// ReasonStoppedByUser: down or stop keeps the server stopped.
+	ReasonStoppedByUser = "StoppedByUser"
 )
 
 // Desired is one declared server as the plan sees it.
@@ -80,9 +83,12 @@ type Desired struct {
 	Server *spec.Server
 	// Hash is Server.Hash(), computed once per fleet load.
 	Hash string
-	// Held means "keep it stopped" (down while up runs), until the files
-	// change or the reconciler restarts.
+	// Held means "keep it stopped" (down or stop), until its files change,
+	// apply, start or restart.
 	Held bool
+	// OneShot (apply): a first exit before Ready restarts at once; a
+	// second exit before Ready, or an exit after Ready, is Failed.
+	OneShot bool
 }
 
 // Observed is what the reconciler knows about one server right now: the
@@ -116,8 +122,19 @@ type Observed struct {
 	// BackoffRemaining > 0: a restart must wait that long (CrashLoopBackOff).
 	BackoffRemaining time.Duration
 	// PortHolder names the process that holds the declared port when that
-	// was found to keep the server from starting (pid and command).
+	// was found to keep the server from starting (pid and command);
+	// PortChecks counts the re-checks since.
 	PortHolder string
+	PortChecks int
+	// ExitsBeforeReady counts exits before Ready since the last fresh
+	// start; ExitAfterReady says the last exit ended a Ready process.
+	ExitsBeforeReady int
+	ExitAfterReady   bool
+	// RestartRule names the restart rule the last exit met.
+	RestartRule string
+	// Lifted is set when an UntrustedRecord quarantine has nothing left to
+	// protect (why, for the event); the server is then not running.
+	Lifted string
 	// Phase is the phase reported now.
 	Phase Phase
 }
@@ -142,6 +159,28 @@ type Action struct {
 	Fresh bool
 	// RequeueAfter > 0: look at the server again after that long.
 	RequeueAfter time.Duration
+	// Message is a quarantine's explanation, for status.
+	Message string
+	// Lifted: a quarantine ends first (why, for the event).
+	Lifted string
+}
+
+// Port re-checks of a PortConflict quarantine (DESIGN.md "Starting"): a
+// socket-table read, first after portRecheckFirst, doubling to
+// portRecheckMax, so the server starts within about a second of the holder
+// letting go.
+const (
+	portRecheckFirst = 100 * time.Millisecond
+	portRecheckMax   = time.Second
+)
+
+// portRecheck is the wait before the n-th re-check of a held port.
+func portRecheck(n int) time.Duration {
+	d := portRecheckFirst
+	for i := 0; i < n && d < portRecheckMax; i++ {
+		d *= 2
+	}
+	return min(d, portRecheckMax)
 }
 
 // Plan computes the action for every server that is declared or observed. It
@@ -175,7 +214,7 @@ func PlanServer(name string, desired map[string]Desired, observed map[string]Obs
 	// Rules 4-7: never signal, keep the record, report.
 	if o.Ownership == OwnQuarantined {
 		a.Phase = PhaseQuarantined
-		a.QuarantineReason = o.Reason
+		a.QuarantineReason, a.Message = o.Reason, o.Message
 		a.Reason = joinReason(o.Reason, o.Message)
 		if o.Phase == PhaseQuarantined {
 			a.Kind = ActionNothing
@@ -193,19 +232,21 @@ func PlanServer(name string, desired map[string]Desired, observed map[string]Obs
 		o.Tracked, o.Ready, o.Starting = false, false, false
 	}
 
+	a.Lifted = o.Lifted
+
 	if !declared || d.Server == nil {
 		return planUndeclared(a, name, o, desired, observed)
 	}
 	if d.Held {
-		if o.running() {
+		if o.running() || o.Starting {
 			if waiting := stoppingDependents(name, desired, observed); len(waiting) > 0 {
 				a.Kind, a.Reason = ActionWait, "waiting for dependents to stop: "+strings.Join(waiting, ", ")
 				return a
 			}
-			a.Kind, a.Phase, a.Reason = ActionStop, PhaseStopping, "stopped by down"
+			a.Kind, a.Phase, a.Reason = ActionStop, PhaseStopping, ReasonStoppedByUser
 			return a
 		}
-		a.Kind, a.Phase, a.Reason = ActionNothing, PhaseStopped, "stopped by down"
+		a.Kind, a.Phase, a.Reason = ActionNothing, PhaseStopped, ReasonStoppedByUser
 		return a
 	}
 
@@ -302,21 +343,29 @@ func planNotRunning(a Action, name string, d Desired, o Observed, desired map[st
 				return a
 			}
 		}
+		if d.OneShot && (o.ExitAfterReady || o.ExitsBeforeReady >= 2) {
+			// apply gives up: a second exit before Ready, or an exit
+			// after it counted as Ready (DESIGN.md "Exit codes").
+			a.Kind, a.Phase, a.Reason = ActionNothing, PhaseFailed, o.Exit.Reason
+			return a
+		}
 		restart = true
 	}
 
 	if o.PortHolder != "" {
 		a.Kind, a.Phase, a.QuarantineReason = ActionQuarantine, PhaseQuarantined, ReasonPortConflict
-		a.Reason = fmt.Sprintf("port %d is held by %s", d.Server.Spec.Port, o.PortHolder)
-		if o.Phase == PhaseQuarantined {
-			a.Kind = ActionNothing
-		}
+		a.Message = fmt.Sprintf("port %d is held by %s; it starts once the port is free", d.Server.Spec.Port, o.PortHolder)
+		a.Reason = joinReason(ReasonPortConflict, a.Message)
+		a.RequeueAfter = portRecheck(o.PortChecks)
 		return a
 	}
 
 	if restart && o.BackoffRemaining > 0 {
 		a.Kind, a.Phase = ActionWait, PhaseCrashLoopBackOff
 		a.Reason = fmt.Sprintf("back-off %s restarting after %s", o.BackoffRemaining.Round(time.Millisecond), o.Exit.Reason)
+		if o.RestartRule != "" {
+			a.Reason += " (" + o.RestartRule + ")"
+		}
 		a.RequeueAfter = o.BackoffRemaining
 		return a
 	}
@@ -337,6 +386,9 @@ func planNotRunning(a Action, name string, d Desired, o Observed, desired map[st
 	switch {
 	case restart:
 		a.Reason = "restarting after " + o.Exit.Reason
+		if o.RestartRule != "" {
+			a.Reason += " (" + o.RestartRule + ")"
+		}
 	case a.RemoveRecord && o.Reason != "":
 		a.Reason = "not running (" + o.Reason + ")"
 	default:

@@ -3,7 +3,6 @@ package reconciler
 import (
 	"context"
 	"fmt"
-	"time"
 
 	"github.com/procfleet/procfleet/observe"
 	"github.com/procfleet/procfleet/spec"
@@ -48,44 +47,44 @@ func readinessCheck(srv *spec.Server) func(ctx context.Context) observe.ProbeRes
 	return probeFunc(srv.Spec.EffectiveReadiness(), srv)
 }
 
+// ProbeOnce runs one probe of srv once, as up runs it; false when p is nil.
+// status and describe run readiness and liveness with it.
+func ProbeOnce(ctx context.Context, srv *spec.Server, p *spec.Probe) (observe.ProbeResult, bool) {
+	check := probeFunc(p, srv)
+	if check == nil {
+		return observe.ProbeResult{}, false
+	}
+	return check(ctx), true
+}
+
 // startProbes runs the declared readiness and liveness probes of a tracked
 // server until it stops. A server without declared probes gets none: it
-// costs nothing between resyncs.
+// costs nothing between resyncs. Probes only post what they find.
 func (r *Reconciler) startProbes(ctx context.Context, s *server, srv *spec.Server, t *tracked) {
 	rp, lp := srv.Spec.ReadinessProbe, srv.Spec.LivenessProbe
 	if rp == nil && lp == nil {
 		return
 	}
-	pctx, cancel := context.WithCancel(ctx)
-	r.mu.Lock()
-	// Shutting down: teardown has cancelled (or is about to cancel, under
-	// this lock) every probe it knows of and then waits for them; a probe
-	// started after that would never end under Converge, whose context
-	// outlives teardown (apply --wait hung on a readiness wait that ended
-	// as teardown began).
+	// Shutting down: teardown cancels every probe it knows of and then
+	// waits for them; one started after that would never end.
 	if s.tracked != t || r.queue.ShuttingDown() {
-		r.mu.Unlock()
-		cancel()
 		return
 	}
-	if s.probeCancel != nil {
-		s.probeCancel()
-	}
-	s.probeCancel = cancel
-	r.mu.Unlock()
+	pctx, cancel := context.WithCancel(ctx)
+	r.replaceProbeCancel(s, cancel)
+	gen := s.gen
 	if rp != nil {
-		r.starts.Go(func() { r.runProbe(pctx, s, t, rp, srv, false) })
+		r.starts.Go(func() { r.runProbe(pctx, s.name, gen, rp, srv, false) })
 	}
 	if lp != nil {
-		r.starts.Go(func() { r.runProbe(pctx, s, t, lp, srv, true) })
+		r.starts.Go(func() { r.runProbe(pctx, s.name, gen, lp, srv, true) })
 	}
 }
 
 // runProbe runs one probe every period; readiness flips after
-// failureThreshold failures or successThreshold successes; liveness marks
-// the server for a restart after failureThreshold failures. Only changes
-// mark the server dirty.
-func (r *Reconciler) runProbe(ctx context.Context, s *server, t *tracked, p *spec.Probe, srv *spec.Server, liveness bool) {
+// failureThreshold failures or successThreshold successes; liveness fails
+// after failureThreshold failures. Only flips are posted.
+func (r *Reconciler) runProbe(ctx context.Context, name string, gen uint64, p *spec.Probe, srv *spec.Server, liveness bool) {
 	check := probeFunc(p, srv)
 	failThreshold := p.FailureThreshold
 	if failThreshold <= 0 {
@@ -101,6 +100,8 @@ func (r *Reconciler) runProbe(ctx context.Context, s *server, t *tracked, p *spe
 	tick := r.clock.NewTicker(p.Period())
 	defer tick.Stop()
 	fails, oks := 0, 0
+	// ready is what this prober last posted; a started server is Ready.
+	ready := true
 	for {
 		select {
 		case <-ctx.Done():
@@ -108,7 +109,7 @@ func (r *Reconciler) runProbe(ctx context.Context, s *server, t *tracked, p *spe
 		case <-tick.C():
 		}
 		res := check(ctx)
-		r.cfg.Metrics.observeProbe(s.name, liveness, res)
+		r.cfg.Metrics.observeProbe(name, liveness, res)
 		if ctx.Err() != nil {
 			return
 		}
@@ -117,42 +118,16 @@ func (r *Reconciler) runProbe(ctx context.Context, s *server, t *tracked, p *spe
 		} else {
 			fails, oks = fails+1, 0
 		}
-		r.mu.Lock()
-		if s.tracked != t {
-			r.mu.Unlock()
-			return
-		}
-		var changed, becameReady bool
-		var msg string
 		switch {
 		case liveness && fails == failThreshold:
-			s.livenessFailed, changed = true, true
-			msg = fmt.Sprintf("liveness probe failed %d times: %s", fails, res.Message)
-		case !liveness && fails == failThreshold && s.isReady:
-			changed = r.setReadyLocked(s, false, "ReadinessProbeFailed", res.Message)
-			msg = fmt.Sprintf("readiness probe failed %d times: %s", fails, res.Message)
-		case !liveness && oks == okThreshold && !s.isReady:
-			changed = r.setReadyLocked(s, true, "", "")
-			becameReady, msg = changed, "readiness probe passed"
-		}
-		r.mu.Unlock()
-		if !changed {
-			continue
-		}
-		switch {
-		case liveness:
-			r.event(s.name, EventWarning, ReasonUnhealthy, msg, false)
-		case becameReady:
-			r.event(s.name, EventNormal, ReasonReady, msg, false)
-			r.enqueueDependents(s.name)
-		default:
-			r.event(s.name, EventWarning, ReasonNotReady, msg, false)
-		}
-		r.queue.Add(s.name)
-		if liveness {
+			r.post(name, post{kind: postLiveness, gen: gen, message: fmt.Sprintf("liveness probe failed %d times: %s", fails, res.Message)})
 			return
+		case !liveness && fails == failThreshold && ready:
+			ready = false
+			r.post(name, post{kind: postReadiness, gen: gen, ok: false, reason: "ReadinessProbeFailed", message: fmt.Sprintf("readiness probe failed %d times: %s", fails, res.Message)})
+		case !liveness && oks == okThreshold && !ready:
+			ready = true
+			r.post(name, post{kind: postReadiness, gen: gen, ok: true, message: "readiness probe passed"})
 		}
 	}
 }
-
-var _ = time.Second

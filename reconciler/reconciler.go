@@ -82,12 +82,16 @@ type Config struct {
 	// OnEvent receives every event as it happens (progress lines). Nil
 	// means none. It must not block for long.
 	OnEvent func(Event)
-	// OneShot (apply): a server that exits or fails to start is reported
-	// Failed and not restarted.
+	// OneShot (apply): a first exit before Ready is restarted at once; a
+	// second, or an exit after Ready, makes the server Failed (DESIGN.md
+	// "Exit codes").
 	OneShot bool
-	// Backoff is the restart backoff. Nil means a Backoff with the
-	// DESIGN.md defaults on Clock.
+	// Backoff is the restart policy's arithmetic. Nil means DESIGN.md's
+	// (1 s doubling to 60 s, loop window 10 s).
 	Backoff *Backoff
+	// OnRunning, when set, is called once Run has loaded the fleet files
+	// and begun to act (up prints its banner then). Nil means none.
+	OnRunning func()
 
 	// Actuator, Records and Exits replace the real implementations (tests).
 	// Nil means actuate.Actuator, StateDir and observe.NewExitWatcher.
@@ -107,6 +111,13 @@ type Config struct {
 }
 
 // Reconciler keeps the servers in the state the fleet files declare.
+//
+// Concurrency: only the worker that holds a server's key in the queue
+// changes that server's state, through the named transitions of state.go.
+// Every other goroutine (exit watcher, readiness wait, probes, the API, the
+// file watcher, the resync) posts what it learned to the server's inbox or
+// to the desired state and enqueues the server. r.mu guards what readers
+// see (Status) and the inboxes; it is held only for short copies.
 type Reconciler struct {
 	cfg     Config
 	log     logr.Logger
@@ -126,7 +137,7 @@ type Reconciler struct {
 	statusFault, eventsFault writeFault
 
 	// changeMu guards changeCh, closed (and replaced) on every change of a
-	// phase, readiness or pass, so that any number of waiters wake.
+	// server's state or pass, so that any number of waiters wake.
 	changeMu sync.Mutex
 	changeCh chan struct{}
 
@@ -135,76 +146,49 @@ type Reconciler struct {
 	fleet   *spec.Fleet
 	errs    spec.ErrorList
 	servers map[string]*server
-	held    map[string]bool
-	passes  uint64         // reconcile passes done; server.lastPass is the last one's number
-	fw      *FleetWatcher  // set by Run
-	starts  sync.WaitGroup // readiness waits, probers and exit-status looks in flight
+	// held are the servers kept stopped by down or stop, until the files
+	// change, apply, start or restart.
+	held map[string]bool
+	// stopping lists, while a down runs, the servers it stops that have
+	// not stopped yet, with what they depend on: dependents stop first.
+	stopping map[string][]string
+	passes   uint64         // reconcile passes done; server.lastPass is the last one's number
+	fw       *FleetWatcher  // set by Run
+	starts   sync.WaitGroup // readiness waits, probers and exit-status looks in flight
 }
 
-// server is the reconciler's memory of one server. Every field is guarded
-// by Reconciler.mu.
+// server is the reconciler's memory of one server.
 type server struct {
-	name     string
-	phase    Phase
-	reason   string
-	message  string
-	restarts int
-	ready    Condition
-	isReady  bool
-	events   ring
+	name string
 
-	// tracked is the owned process this reconciler watches (started or
-	// adopted), nil when none.
-	tracked *tracked
-	// starting: spawned, readiness awaited by a goroutine; startDone is
-	// closed when it ends, startCancel abandons it (the process stays).
-	starting    bool
-	startHash   string
-	startBegan  time.Time
+	// Guarded by Reconciler.mu. st is written only by the worker that
+	// holds the server's key; inbox by anyone (post).
+	st       state
+	events   ring
+	inbox    []post
+	lastPass uint64
+
+	// Owned by the worker that holds the server's key (and by teardown,
+	// once the workers have ended).
+	gen         uint64   // generation of the process started or tracked
+	tracked     *tracked // the owned process watched, nil when none
 	startCancel context.CancelFunc
 	startDone   chan struct{}
-
-	// The last exit (or failed start) not followed by a new start.
-	lastExit    *LastExit
-	exitPending bool
-	exitHash    string
-	restartAt   time.Time
-
-	portHolder string
-	// quarantine holds a quarantine found while stopping (Unkillable) so that
-	// it is not stopped again while its record stands.
-	quarantine *actuate.QuarantineError
-	// untrusted is the record moved aside that caused an UntrustedRecord
-	// quarantine: what is re-examined to lift it.
-	untrusted *actuate.UntrustedRecordError
-	// recordErr says why a record could not be written or removed (the
-	// state folder full or read-only), "" when none; it is the status
-	// message until a write or removal succeeds.
-	recordErr string
-	// rewrite: the tracked process's record on disk was untrusted and
-	// writing it again failed; each pass tries again.
-	rewrite bool
-
-	livenessFailed bool
-	probeCancel    context.CancelFunc
-	// learnCancel ends the look for the exit status of the last adopted
-	// process that exited (learnExit).
+	probeCancel context.CancelFunc
 	learnCancel context.CancelFunc
-
-	// lastPass is the number of this server's last reconcile pass.
-	lastPass uint64
+	exitSeq     uint64          // number of the last exit, for learned statuses
+	pinned      *observe.Handle // a quarantined process, pinned for its exit only
 }
 
 type tracked struct {
-	rec       actuate.Record
-	handle    *observe.Handle
-	running   *actuate.Running // nil when adopted
-	spec      spec.ServerSpec
-	startedAt time.Time
+	rec     actuate.Record
+	handle  *observe.Handle
+	running *actuate.Running // nil when adopted
+	spec    spec.ServerSpec
 }
 
-// New builds a Reconciler. It loads nothing and starts nothing: Run and
-// Converge do.
+// New builds a Reconciler. It loads nothing and starts nothing: Run,
+// Converge and Down do.
 func New(cfg Config) (*Reconciler, error) {
 	if cfg.StateDir == nil && (cfg.Records == nil || cfg.Actuator == nil) {
 		return nil, errors.New("reconciler: Config.StateDir is required")
@@ -222,12 +206,13 @@ func New(cfg Config) (*Reconciler, error) {
 		changeCh:   make(chan struct{}),
 		servers:    map[string]*server{},
 		held:       map[string]bool{},
+		desired:    map[string]Desired{},
 	}
 	if r.clock == nil {
 		r.clock = clock.RealClock{}
 	}
 	if r.backoff == nil {
-		r.backoff = &Backoff{Clock: r.clock}
+		r.backoff = &Backoff{}
 	}
 	if r.cfg.Workers <= 0 {
 		r.cfg.Workers = max(64, 16*runtime.GOMAXPROCS(0))
@@ -251,41 +236,74 @@ func New(cfg Config) (*Reconciler, error) {
 	return r, nil
 }
 
-// actuatorEvents adapts the reconciler to actuate.EventSink.
+// actuatorEvents adapts the reconciler to actuate.EventSink. Actuate's
+// events carry the evidence of each signal; its quarantine event is the
+// server's one (the reconciler adds none of its own), so it is a progress
+// line, the rest are detail.
 type actuatorEvents struct{ r *Reconciler }
 
 func (a actuatorEvents) Event(server, reason, message string) {
-	typ := EventNormal
-	if reason == actuate.EventQuarantined || reason == actuate.EventStartFailed {
+	typ, detail := EventNormal, true
+	switch reason {
+	case actuate.EventQuarantined:
+		typ, detail = EventWarning, false
+	case actuate.EventStartFailed:
 		typ = EventWarning
 	}
-	a.r.event(server, typ, reason, message, true)
+	a.r.event(Event{Server: server, Type: typ, Reason: reason, Message: message, Detail: detail})
+}
+
+// emit sends the events a transition returned.
+func (r *Reconciler) emit(name string, evs []Event) {
+	for _, e := range evs {
+		e.Server = name
+		r.event(e)
+	}
 }
 
 // event records an event for a server: its ring, its events file, the log
 // and OnEvent.
-func (r *Reconciler) event(name, typ, reason, message string, detail bool) {
-	e := Event{Time: r.clock.Now(), Server: name, Type: typ, Reason: reason, Message: message, Detail: detail}
+func (r *Reconciler) event(e Event) {
+	if e.Time.IsZero() {
+		e.Time = r.clock.Now()
+	}
 	r.mu.Lock()
-	if s := r.servers[name]; s != nil {
+	if s := r.servers[e.Server]; s != nil {
 		s.events.add(e)
 	}
 	r.mu.Unlock()
 	if err := r.events.append(e); err != nil {
-		r.eventsFault.failed(r.log, err, "Cannot append to the events file", "server", name)
+		r.eventsFault.failed(r.log, err, "Cannot append to the events file", "server", e.Server)
 	} else {
 		r.eventsFault.ok(r.log, "Events file written again")
 	}
 	// With OnEvent set (the commands print a progress line per event) the
 	// log line would say it twice: it moves to V(1).
-	if detail || r.cfg.OnEvent != nil {
-		r.log.V(1).Info("Event", "server", name, "type", typ, "reason", reason, "message", message)
+	kv := []any{"server", e.Server, "type", e.Type, "reason", e.Reason, "message", e.Message}
+	if e.Detail || r.cfg.OnEvent != nil {
+		r.log.V(1).Info("Event", kv...)
 	} else {
-		r.log.Info("Event", "server", name, "type", typ, "reason", reason, "message", message)
+		r.log.Info("Event", kv...)
 	}
 	if r.cfg.OnEvent != nil {
 		r.cfg.OnEvent(e)
 	}
+}
+
+// change applies one transition to s's state (the caller is the worker
+// that holds s's key) and emits its events. A refused transition is
+// logged and returned: it is a bug, and the pass is retried.
+func (r *Reconciler) change(s *server, f func(st *state) ([]Event, error)) error {
+	r.mu.Lock()
+	evs, err := f(&s.st)
+	r.mu.Unlock()
+	if err != nil {
+		r.log.Error(err, "Transition refused", "server", s.name)
+		return err
+	}
+	r.kickStatus()
+	r.emit(s.name, evs)
+	return nil
 }
 
 // setDesired installs a fleet as the desired state.
@@ -293,7 +311,7 @@ func (r *Reconciler) setDesired(f *spec.Fleet, errs spec.ErrorList) {
 	d := make(map[string]Desired, len(f.Servers))
 	for i := range f.Servers {
 		s := &f.Servers[i]
-		d[s.Metadata.Name] = Desired{Server: s, Hash: s.Hash()}
+		d[s.Metadata.Name] = Desired{Server: s, Hash: s.Hash(), OneShot: r.cfg.OneShot}
 	}
 	r.mu.Lock()
 	r.fleet, r.desired, r.errs = f, d, errs
@@ -308,26 +326,34 @@ func (r *Reconciler) Status() Status {
 	defer r.mu.Unlock()
 	st := Status{Servers: make([]ServerStatus, 0, len(r.servers)), Errors: statusErrors(r.errs)}
 	for _, s := range r.servers {
-		ss := ServerStatus{
-			Name: s.name, Phase: s.phase, Ready: s.isReady, Restarts: s.restarts,
-			Reason: s.reason, Message: s.message, LastExit: s.lastExit,
-			Conditions: []Condition{s.ready}, Events: s.events.list(),
-		}
-		if ss.Conditions[0].Type == "" {
-			ss.Conditions[0] = Condition{Type: ConditionReady, Status: ConditionUnknown}
-		}
-		if d, ok := r.desired[s.name]; ok && d.Server != nil {
-			ss.Port = d.Server.Spec.Port
-		}
-		if t := s.tracked; t != nil {
-			ss.PID, ss.Port = t.rec.PID, t.rec.Port
-			at := t.startedAt
-			ss.StartedAt = &at
+		ss := s.st.status(s.name)
+		ss.Events = s.events.list()
+		if ss.Port == 0 {
+			if d, ok := r.desired[s.name]; ok && d.Server != nil {
+				ss.Port = d.Server.Spec.Port
+			}
 		}
 		st.Servers = append(st.Servers, ss)
 	}
 	sort.Slice(st.Servers, func(i, j int) bool { return st.Servers[i].Name < st.Servers[j].Name })
 	return st
+}
+
+// status renders a server's state as status shows it.
+func (s *state) status(name string) ServerStatus {
+	ss := ServerStatus{
+		Name: name, Phase: s.phase, Ready: s.isReady, Restarts: s.restarts,
+		Reason: s.reason, Message: s.message, LastExit: s.lastExit,
+		PID: s.pid, Port: s.port, Conditions: []Condition{s.ready},
+	}
+	if ss.Conditions[0].Type == "" {
+		ss.Conditions[0] = Condition{Type: ConditionReady, Status: ConditionUnknown}
+	}
+	if s.pid != 0 && !s.startedAt.IsZero() {
+		at := s.startedAt
+		ss.StartedAt = &at
+	}
+	return ss
 }
 
 func (r *Reconciler) kickStatus() {
@@ -338,7 +364,7 @@ func (r *Reconciler) kickStatus() {
 	r.notifyChange()
 }
 
-// notifyChange wakes every waiter of changes().
+// notifyChange wakes every waiter of Changes.
 func (r *Reconciler) notifyChange() {
 	r.changeMu.Lock()
 	close(r.changeCh)
@@ -346,8 +372,10 @@ func (r *Reconciler) notifyChange() {
 	r.changeMu.Unlock()
 }
 
-// changes returns a channel closed at the next change.
-func (r *Reconciler) changes() <-chan struct{} {
+// Changes returns a channel closed at the next change of any server's
+// state (a transition, a reconcile pass) or of the desired state. Any
+// number of goroutines may wait on it; each takes a new one after it fires.
+func (r *Reconciler) Changes() <-chan struct{} {
 	r.changeMu.Lock()
 	defer r.changeMu.Unlock()
 	return r.changeCh
@@ -392,51 +420,14 @@ func (r *Reconciler) statusWriter(ctx context.Context) {
 func (r *Reconciler) serverLocked(name string) *server {
 	s := r.servers[name]
 	if s == nil {
-		s = &server{name: name, phase: PhasePending}
-		s.ready = Condition{Type: ConditionReady, Status: ConditionUnknown}
+		s = &server{name: name, st: state{phase: PhasePending, ready: Condition{Type: ConditionReady, Status: ConditionUnknown}}}
 		r.servers[name] = s
 	}
 	return s
 }
 
-// setPhaseLocked moves s to phase p, refusing moves the table forbids.
-func (r *Reconciler) setPhaseLocked(s *server, p Phase, reason string) {
-	if !s.phase.CanTransition(p) {
-		r.log.Error(&TransitionError{Server: s.name, From: s.phase, To: p}, "Phase change refused", "server", s.name, "reason", reason)
-		return
-	}
-	if s.phase != p || s.reason != reason {
-		s.phase, s.reason = p, reason
-		r.kickStatus()
-	}
-}
-
-func (r *Reconciler) setPhase(s *server, p Phase, reason string) {
-	r.mu.Lock()
-	r.setPhaseLocked(s, p, reason)
-	r.mu.Unlock()
-}
-
-// setReadyLocked updates the Ready condition and the backoff's view of it.
-func (r *Reconciler) setReadyLocked(s *server, ready bool, reason, message string) bool {
-	st := ConditionFalse
-	if ready {
-		st = ConditionTrue
-	}
-	changed := setCondition(&s.ready, st, reason, message, r.clock.Now())
-	s.isReady = ready
-	if ready {
-		r.backoff.Ready(s.name)
-	} else {
-		r.backoff.NotReady(s.name)
-	}
-	if changed {
-		r.kickStatus()
-	}
-	return changed
-}
-
 // names returns every server that is declared, remembered, or has a record.
+// A record found untrusted (and moved aside) is posted to its server.
 func (r *Reconciler) names() []string {
 	set := map[string]bool{}
 	recs, errs := r.records.Records()
@@ -446,7 +437,8 @@ func (r *Reconciler) names() []string {
 	for _, err := range errs {
 		var ue *actuate.UntrustedRecordError
 		if errors.As(err, &ue) {
-			r.quarantineUntrusted(ue)
+			set[ue.Name] = true
+			r.post(ue.Name, post{kind: postUntrusted, untrusted: ue})
 			continue
 		}
 		r.log.Error(err, "Cannot read a record")
@@ -465,115 +457,6 @@ func (r *Reconciler) names() []string {
 	}
 	sort.Strings(out)
 	return out
-}
-
-func (r *Reconciler) quarantineUntrusted(ue *actuate.UntrustedRecordError) {
-	r.mu.Lock()
-	s := r.serverLocked(ue.Name)
-	if t := s.tracked; t != nil && !t.handle.Exited() {
-		// This reconciler holds the pinned handle of the process (it started
-		// or adopted it: identity proven), so the record on disk is only
-		// damaged, not a doubt about the process: write it again. If that
-		// fails too (the state folder full or read-only), the process stays
-		// Running and tracked, never quarantined, and each pass tries again
-		// (rewriteRecord).
-		r.mu.Unlock()
-		msg := "record rewritten: the one on disk was untrusted"
-		if ue.MovedTo != "" {
-			msg += " and moved aside to " + ue.MovedTo
-		}
-		_ = r.writeTrackedRecord(s, t, msg)
-		return
-	}
-	s.setUntrusted(ue)
-	was := s.phase
-	r.setPhaseLocked(s, PhaseQuarantined, string(actuate.UntrustedRecord))
-	s.message = ue.Error()
-	r.mu.Unlock()
-	if was != PhaseQuarantined {
-		r.event(ue.Name, EventWarning, ReasonQuarantined, ue.Error(), false)
-	}
-}
-
-// setUntrusted puts s in an UntrustedRecord quarantine for the record ue
-// moved aside; recordGone lifts it. The caller holds r.mu.
-func (s *server) setUntrusted(ue *actuate.UntrustedRecordError) {
-	s.quarantine = &actuate.QuarantineError{Name: s.name, Reason: actuate.UntrustedRecord, Message: ue.Error()}
-	s.untrusted = ue
-}
-
-// writeTrackedRecord writes the record of a tracked process again. On
-// success it reports RecordRewritten with msg; on failure it reports
-// RecordFailed (once per run of failures), marks the record to be written
-// again at the next pass, and returns the error.
-func (r *Reconciler) writeTrackedRecord(s *server, t *tracked, msg string) error {
-	if err := r.records.WriteRecord(t.rec); err != nil {
-		r.mu.Lock()
-		if s.tracked == t {
-			s.rewrite = true
-		}
-		r.mu.Unlock()
-		r.recordFailed(s, fmt.Sprintf("cannot write the record of pid %d (it runs on, tracked through its %s pin; retrying): %v", t.rec.PID, t.handle.Mode(), err))
-		return fmt.Errorf("rewrite the record of server %s: %w", s.name, err)
-	}
-	r.mu.Lock()
-	if s.tracked == t {
-		s.rewrite = false
-	}
-	r.recordOKLocked(s)
-	r.mu.Unlock()
-	r.event(s.name, EventWarning, ReasonRecordRewritten, msg, false)
-	return nil
-}
-
-// rewriteRecord retries, at each pass, the write of a tracked process's
-// record that failed (state folder full or read-only). An untrusted file
-// still there is moved aside first (ReadRecord does), as a resync would.
-func (r *Reconciler) rewriteRecord(s *server) error {
-	r.mu.Lock()
-	t := s.tracked
-	if t == nil {
-		s.rewrite = false
-	}
-	retry := s.rewrite
-	r.mu.Unlock()
-	if !retry || t.handle.Exited() {
-		return nil // an exit is the next pass's: it removes the record
-	}
-	msg := "record rewritten: writing it had failed"
-	var ue *actuate.UntrustedRecordError
-	if _, err := r.records.ReadRecord(s.name); errors.As(err, &ue) && ue.MovedTo != "" {
-		msg += "; the untrusted one was moved aside to " + ue.MovedTo
-	}
-	return r.writeTrackedRecord(s, t, msg)
-}
-
-// recordFailed reports that a record could not be written or removed: the
-// status message says so until it succeeds; the event is sent when a run
-// of failures begins, not at each retry.
-func (r *Reconciler) recordFailed(s *server, msg string) {
-	r.mu.Lock()
-	first := s.recordErr == ""
-	if s.recordErr != msg || s.message != msg {
-		s.recordErr, s.message = msg, msg
-		r.kickStatus()
-	}
-	r.mu.Unlock()
-	if first {
-		r.event(s.name, EventWarning, ReasonRecordFailed, msg, false)
-	}
-}
-
-// recordOKLocked ends a run of record failures: their message goes.
-func (r *Reconciler) recordOKLocked(s *server) {
-	if s.recordErr == "" {
-		return
-	}
-	if s.message == s.recordErr {
-		s.message = ""
-	}
-	s.recordErr = ""
-	r.kickStatus()
 }
 
 // enqueueAll marks every server dirty.
@@ -604,7 +487,8 @@ func (r *Reconciler) enqueueDependents(name string) {
 }
 
 // setup prepares the queue and the exit watcher, and carries over the
-// restart counts and last exits of the previous run's status.json.
+// restart counts and last exits of the previous run's status.json (kept
+// for a server that is adopted; a fresh start resets them).
 func (r *Reconciler) setup() error {
 	r.queue = newQueue(r.clock)
 	r.cfg.Metrics.setQueue(r.queue)
@@ -616,7 +500,7 @@ func (r *Reconciler) setup() error {
 					continue
 				}
 				s := r.serverLocked(ps.Name)
-				s.restarts, s.lastExit = ps.Restarts, ps.LastExit
+				s.st.restarts, s.st.lastExit = ps.Restarts, ps.LastExit
 			}
 			r.mu.Unlock()
 		}
@@ -634,41 +518,49 @@ func (r *Reconciler) setup() error {
 	return nil
 }
 
-// teardown shuts the queue down, waits for the workers, abandons readiness waits (their
-// processes keep running with their records, to be adopted next time),
-// stops probes, and releases every handle.
+// teardown shuts the queue down, waits for the workers, abandons readiness
+// waits (their processes keep running with their records, to be adopted
+// next time), stops probes, and releases every handle.
 func (r *Reconciler) teardown(workers <-chan struct{}) {
 	r.queue.ShutDown()
 	<-workers
+	// The workers have ended: teardown owns every server now.
 	r.mu.Lock()
-	var waits []chan struct{}
+	servers := make([]*server, 0, len(r.servers))
 	for _, s := range r.servers {
+		servers = append(servers, s)
+	}
+	r.mu.Unlock()
+	for _, s := range servers {
 		if s.startCancel != nil {
 			s.startCancel()
-			waits = append(waits, s.startDone)
+			<-s.startDone
 		}
 		if s.probeCancel != nil {
 			s.probeCancel()
-			s.probeCancel = nil
 		}
 		if s.learnCancel != nil {
 			s.learnCancel()
-			s.learnCancel = nil
 		}
-	}
-	r.mu.Unlock()
-	for _, w := range waits {
-		<-w
 	}
 	r.starts.Wait()
 	r.mu.Lock()
 	for _, s := range r.servers {
+		for _, p := range s.inbox {
+			if p.running != nil && p.err == nil {
+				_ = p.running.Handle.Close() // ready, never taken: adopted next time
+			}
+		}
+		s.inbox = nil
+	}
+	r.mu.Unlock()
+	for _, s := range servers {
 		if t := s.tracked; t != nil {
 			r.exits.Unwatch(t.handle)
 			_ = t.handle.Close()
 		}
+		r.unpin(s)
 	}
-	r.mu.Unlock()
 	if r.closeFn != nil {
 		if err := r.closeFn(); err != nil {
 			r.log.Error(err, "Cannot close the exit watcher")
@@ -691,6 +583,17 @@ func (r *Reconciler) rotateLogs() {
 	if err != nil {
 		r.log.Error(err, "Cannot rotate logs")
 	}
+}
+
+// startWorkers runs the workers until teardown; the channel is closed once
+// they have ended.
+func (r *Reconciler) startWorkers(ctx context.Context) <-chan struct{} {
+	workers := make(chan struct{})
+	go func() {
+		defer close(workers)
+		runWorkers(ctx, r.queue, r.cfg.Workers, r.log, r.reconcile)
+	}()
+	return workers
 }
 
 // Run loads the fleet files and keeps the servers as they declare until ctx
@@ -725,9 +628,9 @@ func (r *Reconciler) Run(ctx context.Context) error {
 	bg.Go(func() {
 		err := fw.Run(ctx, func(u FleetUpdate) {
 			r.mu.Lock()
-			// Any change of the files lifts "held by down".
-			if len(u.Changed) > 0 {
-				r.held = map[string]bool{}
+			// A change of a server's files lifts its stop (down, stop).
+			for _, n := range u.Changed {
+				delete(r.held, n)
 			}
 			r.mu.Unlock()
 			r.setDesired(u.Fleet, u.Errors)
@@ -756,11 +659,10 @@ func (r *Reconciler) Run(ctx context.Context) error {
 		})
 	}
 	r.enqueueAll()
-	workers := make(chan struct{})
-	go func() {
-		defer close(workers)
-		runWorkers(ctx, r.queue, r.cfg.Workers, r.log, r.reconcile)
-	}()
+	workers := r.startWorkers(ctx)
+	if r.cfg.OnRunning != nil {
+		r.cfg.OnRunning()
+	}
 	<-ctx.Done()
 	r.teardown(workers)
 	cancel()
@@ -801,10 +703,9 @@ func (e *NotConvergedError) Error() string {
 func (e *NotConvergedError) Unwrap() error { return e.Cause }
 
 // Converge loads the fleet files once and acts until every server has
-// settled (Running, or Ready with opts.Wait; or Failed, Quarantined,
-// Stopped), or ctx ends. Servers stay running when it returns. The error is
-// the fleet's load errors, or *NotConvergedError naming every server that is
-// not as declared.
+// settled (settled, settleApply or settleWait), or ctx ends. Servers stay
+// running when it returns. The error is the fleet's load errors, or
+// *NotConvergedError naming every server that is not as declared.
 func (r *Reconciler) Converge(ctx context.Context, opts ConvergeOptions) (Status, error) {
 	fleet, err := spec.Load(r.cfg.Files...)
 	if err != nil {
@@ -817,55 +718,110 @@ func (r *Reconciler) Converge(ctx context.Context, opts ConvergeOptions) (Status
 	wctx, cancel := context.WithCancel(context.Background())
 	var bg sync.WaitGroup
 	bg.Go(func() { r.statusWriter(wctx) })
-	workers := make(chan struct{})
-	go func() {
-		defer close(workers)
-		runWorkers(wctx, r.queue, r.cfg.Workers, r.log, r.reconcile)
-	}()
-	r.enqueueAll()
-	var waitErr error
-	for {
-		ch := r.changes()
-		if pending := r.unsettled(opts.Wait); pending == nil {
-			break
-		}
-		select {
-		case <-ch:
-		case <-ctx.Done():
-			waitErr = ctx.Err()
-		}
-		if waitErr != nil {
-			break
-		}
+	workers := r.startWorkers(wctx)
+	mode := settleApply
+	if opts.Wait {
+		mode = settleWait
 	}
+	began := r.clock.Now()
+	names := r.names()
+	for _, n := range names {
+		r.queue.Add(n)
+	}
+	bad, waitErr := r.waitSettled(ctx, names, 0, began, mode)
 	r.teardown(workers)
 	cancel()
 	bg.Wait()
 	st := r.Status()
-	bad := map[string]string{}
-	for _, s := range st.Servers {
-		d, declared := r.desired[s.Name]
-		switch {
-		case s.Phase == PhaseFailed || s.Phase == PhaseQuarantined:
-		case !declared && s.Phase == PhaseStopped:
-			continue
-		case declared && d.Server != nil && s.Phase == PhaseStopped && d.Server.Spec.RestartPolicy != spec.RestartAlways && s.LastExit != nil:
-			continue // ran to completion, as its policy allows
-		case opts.Wait && !s.Ready:
-		case !opts.Wait && (s.Phase == PhaseRunning || s.Phase == PhaseStarting):
-			continue
-		case s.Ready:
-			continue
-		}
-		bad[s.Name] = describePhase(s)
-	}
 	if len(bad) > 0 {
 		return st, &NotConvergedError{Servers: bad, Cause: waitErr}
 	}
 	return st, nil
 }
 
-func describePhase(s ServerStatus) string {
+// waitSettled waits until every server in names has been reconciled after
+// pass number since and is settled in mode, or ctx ends. It returns the
+// servers that failed or are still pending (with ctx's error), each with
+// its phase summary.
+func (r *Reconciler) waitSettled(ctx context.Context, names []string, since uint64, began time.Time, mode settleMode) (map[string]string, error) {
+	for {
+		ch := r.Changes()
+		verdicts := r.settledAll(names, since, began, mode)
+		pending := 0
+		for _, v := range verdicts {
+			if !v.done {
+				pending++
+			}
+		}
+		var cause error
+		if pending > 0 {
+			select {
+			case <-ch:
+				continue
+			case <-ctx.Done():
+				cause = ctx.Err()
+			}
+		}
+		st := r.Status()
+		bad := map[string]string{}
+		for n, v := range verdicts {
+			if v.done && !v.failed {
+				continue
+			}
+			summary := "not looked at yet"
+			if ss, ok := st.Get(n); ok {
+				summary = PhaseSummary(ss)
+			}
+			if v.why != "" {
+				summary = v.why + ": " + summary
+			}
+			bad[n] = summary
+		}
+		return bad, cause
+	}
+}
+
+// settledAll gives the verdict of settled for each name.
+func (r *Reconciler) settledAll(names []string, since uint64, began time.Time, mode settleMode) map[string]settleVerdict {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	waitedOn := map[string]bool{}
+	for n, d := range r.desired {
+		if d.Server == nil {
+			continue
+		}
+		if s := r.servers[n]; s == nil || s.st.phase == PhasePending {
+			for _, dep := range d.Server.Spec.DependsOn {
+				waitedOn[dep] = true
+			}
+		}
+	}
+	out := make(map[string]settleVerdict, len(names))
+	for _, n := range names {
+		s := r.servers[n]
+		d, declared := r.desired[n]
+		v := settleView{declared: declared && d.Server != nil, held: r.held[n], waitedOn: waitedOn[n]}
+		if s != nil {
+			st := &s.st
+			v.passed = s.lastPass > since
+			v.phase, v.ready = st.phase, st.isReady
+			v.running, v.starting = st.pid != 0 && st.phase != PhaseQuarantined, st.starting
+			v.exitsBeforeReady = st.exitsBeforeReady
+			v.exitedAfterReady = st.lastExitAfterReady && st.lastExit != nil && !st.lastExit.At.Before(began)
+			v.completed = st.phase == PhaseStopped && st.lastExit != nil && d.Server != nil && d.Server.Spec.RestartPolicy != spec.RestartAlways
+		} else if !v.declared {
+			// Forgotten: undeclared and stopped.
+			v.passed, v.phase = true, PhaseStopped
+		}
+		out[n] = settled(v, mode)
+	}
+	return out
+}
+
+// PhaseSummary is a server's phase with its reason and message, in one
+// line: "Quarantined: PortConflict (port 8080 is held by ...)". Every
+// command that reports a server that is not as wanted says it this way.
+func PhaseSummary(s ServerStatus) string {
 	out := s.Phase.String()
 	if s.Reason != "" {
 		out += ": " + s.Reason
@@ -874,59 +830,6 @@ func describePhase(s ServerStatus) string {
 		out += " (" + s.Message + ")"
 	}
 	return out
-}
-
-// unsettled returns the servers Converge still waits for, nil when none.
-func (r *Reconciler) unsettled(wait bool) []string {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	var out []string
-	for n := range r.desired {
-		if r.servers[n] == nil {
-			out = append(out, n)
-		}
-	}
-	for n, s := range r.servers {
-		_, declared := r.desired[n]
-		switch s.phase {
-		case PhaseFailed, PhaseQuarantined, PhaseStopped:
-			if s.starting {
-				out = append(out, n)
-			}
-		case PhaseRunning:
-			if wait && declared && !s.isReady && s.tracked != nil {
-				// Running, readiness unknown or failing: wait for its
-				// probe (bounded by ctx).
-				out = append(out, n)
-			}
-			if !declared {
-				out = append(out, n)
-			}
-		case PhaseStarting:
-			if wait || r.hasWaitingDependent(n) {
-				out = append(out, n)
-			}
-		default:
-			out = append(out, n)
-		}
-	}
-	return out
-}
-
-func (r *Reconciler) hasWaitingDependent(name string) bool {
-	for n, d := range r.desired {
-		if d.Server == nil {
-			continue
-		}
-		for _, dep := range d.Server.Spec.DependsOn {
-			if dep == name {
-				if s := r.servers[n]; s == nil || s.phase == PhasePending {
-					return true
-				}
-			}
-		}
-	}
-	return false
 }
 
 // isNotExist reports a missing record.

@@ -75,7 +75,7 @@ func untrustedGone(ue *actuate.UntrustedRecordError, d Desired) (string, bool) {
 		port = d.Server.Spec.Port
 		argv = append(append(argv, d.Server.Spec.Command...), d.Server.Spec.Args...)
 	}
-	if holder := portHolderOf(port); holder != "" {
+	if holder := PortHolder(port); holder != "" {
 		return fmt.Sprintf("port %d is held by %s", port, holder), false
 	}
 	if len(argv) > 0 {

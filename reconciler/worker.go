@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
+	"os/exec"
 	"strings"
 	"time"
 
@@ -13,6 +15,53 @@ import (
 	"github.com/procfleet/procfleet/observe"
 	"github.com/procfleet/procfleet/spec"
 )
+
+// postKind says what a goroutine learned about a server.
+type postKind uint8
+
+const (
+	// postStarted: a readiness wait ended (ready, failed, or abandoned).
+	postStarted postKind = iota
+	// postReadiness: readiness changed (a readiness probe, or the check
+	// after adoption).
+	postReadiness
+	// postLiveness: the liveness probe failed its threshold.
+	postLiveness
+	// postExitLearned: the exit status of an adopted process was learned.
+	postExitLearned
+	// postUntrusted: the server's record was found untrusted and moved
+	// aside.
+	postUntrusted
+)
+
+// post is a result that a goroutine hands to the worker of its server.
+// gen ties it to one process: a post about an earlier one is dropped.
+type post struct {
+	kind postKind
+	gen  uint64
+
+	running   *actuate.Running // postStarted
+	err       error            // postStarted: the start failed
+	abandoned bool             // postStarted: its wait was cancelled
+
+	ok      bool   // postReadiness
+	reason  string // postReadiness
+	message string // postReadiness, postLiveness
+
+	exitSeq uint64    // postExitLearned: the exit it is about
+	learned *LastExit // postExitLearned
+
+	untrusted *actuate.UntrustedRecordError // postUntrusted
+}
+
+// post hands p to the worker of server name and marks the server dirty.
+func (r *Reconciler) post(name string, p post) {
+	r.mu.Lock()
+	s := r.serverLocked(name)
+	s.inbox = append(s.inbox, p)
+	r.mu.Unlock()
+	r.queue.Add(name)
+}
 
 // observation is what one reconcile found out about its server, with the
 // resources the plan's application may need.
@@ -25,13 +74,15 @@ type observation struct {
 	handle *observe.Handle
 }
 
-// reconcile is one level-triggered pass over one server: read its whole
-// state anew, plan, apply.
+// reconcile is one level-triggered pass over one server: take what was
+// posted, read its whole state anew, plan, apply.
 func (r *Reconciler) reconcile(ctx context.Context, name string) (Result, error) {
 	defer r.cfg.Metrics.observeReconcile(time.Now())
 	log := logr.FromContextOrDiscard(ctx)
 	r.mu.Lock()
 	s := r.serverLocked(name)
+	posts := s.inbox
+	s.inbox = nil
 	desired := r.desired
 	if len(r.held) > 0 {
 		desired = withHeld(desired, r.held)
@@ -39,21 +90,35 @@ func (r *Reconciler) reconcile(ctx context.Context, name string) (Result, error)
 	r.mu.Unlock()
 	d, declared := desired[name]
 
-	ob, err := r.observe(ctx, s, d, declared)
-	if err != nil {
-		return Result{}, err
+	var err error
+	for _, p := range posts {
+		if perr := r.handlePost(ctx, s, d, p); perr != nil && err == nil {
+			err = perr
+		}
+	}
+	ob, oerr := r.observe(ctx, s, d)
+	if oerr != nil {
+		return Result{}, oerr
 	}
 	observed := r.observedFor(name, ob.obs, desired, declared && !d.Held)
 	a := PlanServer(name, desired, observed)
 	log.V(1).Info("Planned", "action", a.Kind.String(), "reason", a.Reason, "phase", a.Phase.String())
-	res, err := r.apply(ctx, s, d, a, ob)
+	res, aerr := r.apply(ctx, s, d, a, ob)
+	if aerr != nil && err == nil {
+		err = aerr
+	}
 	if werr := r.rewriteRecord(s); werr != nil && err == nil {
 		err = werr // tried again with the queue's backoff
 	}
 	r.mu.Lock()
 	r.passes++
 	s.lastPass = r.passes
+	_, inStop := r.stopping[name]
+	atRest := s.st.phase == PhaseStopped || s.st.phase == PhaseFailed || s.st.phase == PhaseQuarantined
 	r.mu.Unlock()
+	if inStop && atRest && s.tracked == nil && s.startCancel == nil {
+		r.stopDone(name, nil) // not running (any more): its dependencies may go
+	}
 	r.notifyChange()
 	return res, err
 }
@@ -81,46 +146,118 @@ func (r *Reconciler) observedFor(name string, self Observed, desired map[string]
 		if d := desired[name]; d.Server != nil {
 			for _, dep := range d.Server.Spec.DependsOn {
 				if s := r.servers[dep]; s != nil {
-					m[dep] = Observed{Ready: s.isReady && s.tracked != nil}
+					m[dep] = Observed{Ready: s.st.isReady && s.st.pid != 0 && s.st.phase == PhaseRunning}
 				}
 			}
 		}
 		return m
 	}
 	for n, s := range r.servers {
-		if n == name || s.tracked == nil {
+		if n == name || s.st.pid == 0 || s.st.phase == PhaseQuarantined {
 			continue
 		}
 		if d, ok := desired[n]; ok && !d.Held && !r.held[n] {
 			continue
 		}
-		m[n] = Observed{Ownership: OwnOwned, Tracked: true, DependsOn: s.tracked.spec.DependsOn}
+		var deps []string
+		if d, ok := desired[n]; ok && d.Server != nil {
+			deps = d.Server.Spec.DependsOn
+		}
+		m[n] = Observed{Ownership: OwnOwned, Tracked: true, DependsOn: deps}
+	}
+	// A down stops what it was asked to in dependency order, whether or
+	// not the process was looked at yet.
+	for n, deps := range r.stopping {
+		if _, seen := m[n]; !seen && n != name {
+			m[n] = Observed{Ownership: OwnOwned, Tracked: true, DependsOn: deps}
+		}
 	}
 	return m
+}
+
+// handlePost applies what a goroutine learned, through a transition.
+func (r *Reconciler) handlePost(ctx context.Context, s *server, d Desired, p post) error {
+	switch p.kind {
+	case postUntrusted:
+		return r.untrustedFound(s, p.untrusted)
+	case postExitLearned:
+		if p.exitSeq != s.exitSeq {
+			return nil
+		}
+		return r.change(s, func(st *state) ([]Event, error) { return st.exitLearned(s.name, p.learned, p.message) })
+	}
+	if p.gen != s.gen {
+		if p.kind == postStarted && p.running != nil && p.err == nil && !p.abandoned {
+			_ = p.running.Handle.Close()
+		}
+		return nil // about a process this server no longer has
+	}
+	switch p.kind {
+	case postStarted:
+		s.startCancel, s.startDone = nil, nil
+		switch {
+		case p.abandoned:
+			// Its process keeps running with its record: this pass adopts
+			// or stops it.
+			return nil
+		case p.err != nil:
+			return r.startFailed(s, d, p.err)
+		}
+		return r.started(ctx, s, d, p.running)
+	case postReadiness:
+		if s.tracked == nil {
+			return nil
+		}
+		err := r.change(s, func(st *state) ([]Event, error) {
+			return st.readiness(s.name, p.ok, p.reason, p.message, r.clock.Now())
+		})
+		if p.ok {
+			r.enqueueDependents(s.name)
+		}
+		return err
+	case postLiveness:
+		if s.tracked == nil {
+			return nil
+		}
+		return r.change(s, func(st *state) ([]Event, error) { return st.liveness(s.name, p.message) })
+	}
+	return nil
+}
+
+// started takes a process that became Ready into the reconciler's care.
+func (r *Reconciler) started(ctx context.Context, s *server, d Desired, running *actuate.Running) error {
+	t := &tracked{rec: running.Record, handle: running.Handle, running: running, spec: d.Server.Spec}
+	s.tracked = t
+	err := r.change(s, func(st *state) ([]Event, error) {
+		return st.becameReady(s.name, readyInput{rec: running.Record, now: r.clock.Now()})
+	})
+	r.exits.Watch(running.Handle, func() { r.queue.Add(s.name) })
+	r.startProbes(ctx, s, d.Server, t)
+	r.enqueueDependents(s.name)
+	return err
 }
 
 // observe reads the state of one server: its tracked process (exited?), or
 // its record verified against the kernel, its port when a conflict kept it
 // from starting, and what the reconciler remembers (exit, backoff).
-func (r *Reconciler) observe(ctx context.Context, s *server, d Desired, declared bool) (observation, error) {
+func (r *Reconciler) observe(ctx context.Context, s *server, d Desired) (observation, error) {
 	var ob observation
 	r.mu.Lock()
-	t, starting := s.tracked, s.starting
-	if starting {
-		ob.obs = Observed{Ownership: OwnOwned, Tracked: true, Starting: true, SpecHash: s.startHash}
-	}
+	starting, startHash := s.st.starting, s.st.startHash
 	r.mu.Unlock()
-
+	t := s.tracked
 	switch {
 	case starting:
+		ob.obs = Observed{Ownership: OwnOwned, Tracked: true, Starting: true, SpecHash: startHash}
 	case t != nil && t.handle.Exited():
-		r.handleExit(ctx, s, t)
+		if err := r.handleExit(ctx, s, t); err != nil {
+			return ob, err
+		}
 	case t != nil:
 		rec := t.rec
 		ob.rec = &rec
 		ob.obs = Observed{Ownership: OwnOwned, Tracked: true, SpecHash: rec.SpecHash, DependsOn: t.spec.DependsOn}
 	}
-
 	if !starting && ob.rec == nil {
 		if err := r.observeRecord(s, d, &ob); err != nil {
 			return ob, err
@@ -128,113 +265,165 @@ func (r *Reconciler) observe(ctx context.Context, s *server, d Desired, declared
 	}
 
 	r.mu.Lock()
-	defer r.mu.Unlock()
+	st := s.st
+	r.mu.Unlock()
 	o := &ob.obs
-	o.Phase = s.phase
-	o.Ready = s.isReady
-	o.LivenessFailed = s.livenessFailed
-	if s.exitPending {
-		o.Exit, o.ExitHash = s.lastExit, s.exitHash
-		if rem := s.restartAt.Sub(r.clock.Now()); rem > 0 {
+	o.Phase = st.phase
+	o.Ready = st.isReady
+	o.LivenessFailed = st.livenessFailed
+	o.ExitsBeforeReady = st.exitsBeforeReady
+	if st.exitPending {
+		o.Exit, o.ExitHash, o.ExitAfterReady, o.RestartRule = st.lastExit, st.exitHash, st.lastExitAfterReady, st.restartRule
+		if rem := st.restartAt.Sub(r.clock.Now()); rem > 0 {
 			o.BackoffRemaining = rem
 		}
 	}
-	if s.portHolder != "" && o.Ownership == OwnNone {
-		port := 0
-		if d.Server != nil {
-			port = d.Server.Spec.Port
-		}
-		r.mu.Unlock()
-		holder := portHolderOf(port)
-		r.mu.Lock()
-		s.portHolder = holder
-		o.PortHolder = holder
+	if st.portHolder != "" && o.Ownership == OwnNone && d.Server != nil {
+		// A cheap read of the socket tables: the server starts as soon as
+		// the holder lets go (Plan re-checks with backoff).
+		o.PortHolder = PortHolder(d.Server.Spec.Port)
+		o.PortChecks = st.portChecks
 	}
 	return ob, nil
 }
 
-// recordGone observes a server without a record. A quarantine found at a
-// stop (Unkillable, UnverifiedOwner) ends: the process it protected is
-// gone. An UntrustedRecord quarantine
-// (its record was moved aside: whatever it described may still run) is
-// lifted only once nothing it could protect is left, so that a second copy
-// is never started blindly; nothing is ever signalled on the word of that
-// record.
-func (r *Reconciler) recordGone(s *server, d Desired, ob *observation) {
-	r.mu.Lock()
-	q, ue := s.quarantine, s.untrusted
-	if q != nil && q.Reason != actuate.UntrustedRecord {
-		s.quarantine = nil // the unkillable process is gone
-	}
-	r.mu.Unlock()
-	if q == nil || q.Reason != actuate.UntrustedRecord {
-		return
-	}
-	why, gone := untrustedGone(ue, d)
-	if !gone {
-		r.log.V(1).Info("Untrusted record quarantine kept", "server", s.name, "why", why)
-		ob.obs = Observed{Ownership: OwnQuarantined, Reason: string(q.Reason), Message: q.Message}
-		return
-	}
-	r.mu.Lock()
-	if s.quarantine == q {
-		s.quarantine, s.untrusted = nil, nil
-	}
-	r.mu.Unlock()
-	r.event(s.name, EventNormal, ReasonQuarantineLifted, "untrusted record quarantine lifted, nothing signalled: "+why, false)
-}
-
-// observeRecord reads and verifies the server's record.
+// observeRecord reads and verifies the server's record, and keeps what the
+// server's memory adds: a quarantine found at a stop, an UntrustedRecord
+// quarantine until nothing it protects is left.
 func (r *Reconciler) observeRecord(s *server, d Desired, ob *observation) error {
 	rec, err := r.records.ReadRecord(s.name)
-	if err != nil {
-		var ue *actuate.UntrustedRecordError
-		switch {
-		case isNotExist(err):
-			r.recordGone(s, d, ob)
-			return nil
-		case errors.As(err, &ue):
-			r.mu.Lock()
-			s.setUntrusted(ue)
-			r.mu.Unlock()
-			ob.obs = Observed{Ownership: OwnQuarantined, Reason: string(actuate.UntrustedRecord), Message: ue.Error()}
-			return nil
-		case errors.As(err, new(*actuate.NewerRecordError)):
-			// Rule 6: a record this procfleet cannot read may still prove
-			// that the server runs; keep it, signal nothing, start nothing.
-			ob.obs = Observed{Ownership: OwnQuarantined, Reason: string(actuate.UnverifiedOwner), Message: err.Error()}
-			return nil
-		}
+	if err != nil && !isNotExist(err) && !isRecordVerdict(err) {
 		return fmt.Errorf("observe server %s: %w", s.name, err)
 	}
-	ob.rec = &rec
-	v := r.verify(rec)
-	switch v.Verdict {
-	case actuate.VerdictOwned:
-		ob.obs = Observed{Ownership: OwnOwned, SpecHash: rec.SpecHash}
+	var ue *actuate.UntrustedRecordError
+	if errors.As(err, &ue) {
+		if rerr := r.untrustedFound(s, ue); rerr != nil {
+			return rerr
+		}
+		// It was moved aside: from now on the server has no record.
+		err = fs.ErrNotExist
+	}
+	var v actuate.Verification
+	if err == nil {
+		v = r.verify(rec)
+	}
+	ob.obs = ObservedFromRecord(rec, err, v)
+	if err == nil {
+		ob.rec = &rec
 		ob.handle = v.Handle
-		r.mu.Lock()
-		q := s.quarantine
-		if q != nil && q.Reason != actuate.Unkillable && q.Reason != actuate.UntrustedRecord {
-			// Quarantined by a stop that could not verify it (rule 6: its
-			// identity could not be read then): verified now, the
-			// quarantine is over.
-			s.quarantine, q = nil, nil
+	}
+	r.mu.Lock()
+	q, untrusted := s.st.quarantine, s.st.untrusted
+	r.mu.Unlock()
+	switch {
+	case isNotExist(err):
+		if q != nil && q.Reason == actuate.UntrustedRecord {
+			if why, gone := untrustedGone(untrusted, d); !gone {
+				r.log.V(1).Info("Untrusted record quarantine kept", "server", s.name, "why", why)
+				ob.obs = Observed{Ownership: OwnQuarantined, Reason: string(q.Reason), Message: q.Message}
+			} else {
+				ob.obs.Lifted = "untrusted record quarantine lifted, nothing signalled: " + why
+			}
 		}
-		r.mu.Unlock()
-		if q != nil && q.Reason == actuate.Unkillable && q.PID == rec.PID {
-			// Found unkillable before: leave it alone.
-			ob.obs = Observed{Ownership: OwnQuarantined, Reason: string(q.Reason), Message: q.Message}
-			closeHandle(ob)
-		}
-	case actuate.VerdictStale:
-		ob.obs = Observed{Ownership: OwnStale, Reason: v.Message, SpecHash: rec.SpecHash}
-	case actuate.VerdictReused:
-		ob.obs = Observed{Ownership: OwnReused, Reason: v.Message, SpecHash: rec.SpecHash}
-	default:
-		ob.obs = Observed{Ownership: OwnQuarantined, Reason: string(v.Reason), Message: v.Message + "; " + actuate.ManualStopHint(rec)}
+	case ob.obs.Ownership == OwnOwned && q != nil && q.Reason == actuate.Unkillable && q.PID == rec.PID:
+		// Found unkillable before: leave it alone.
+		ob.obs = Observed{Ownership: OwnQuarantined, Reason: string(q.Reason), Message: quarantineText(q)}
+		closeHandle(ob)
+	}
+	if ob.obs.Ownership == OwnQuarantined && ob.rec != nil {
+		r.pinQuarantined(s, *ob.rec)
+	} else {
+		r.unpin(s)
 	}
 	return nil
+}
+
+// isRecordVerdict reports the read errors that are verdicts on the record
+// (ObservedFromRecord's), not failures to read the folder.
+func isRecordVerdict(err error) bool {
+	return errors.As(err, new(*actuate.UntrustedRecordError)) || errors.As(err, new(*actuate.NewerRecordError))
+}
+
+// ObservedFromRecord maps what reading a record (readErr) and verifying it
+// (v, when readErr is nil) found to what Plan reads. up, apply, down and
+// the read-only status, describe and diff all decide with it.
+func ObservedFromRecord(rec actuate.Record, readErr error, v actuate.Verification) Observed {
+	var ue *actuate.UntrustedRecordError
+	var ne *actuate.NewerRecordError
+	switch {
+	case readErr == nil:
+	case isNotExist(readErr):
+		return Observed{Ownership: OwnNone}
+	case errors.As(readErr, &ue):
+		return Observed{Ownership: OwnQuarantined, Reason: string(actuate.UntrustedRecord), Message: UntrustedAdvice(ue)}
+	case errors.As(readErr, &ne):
+		// Rule 6: a record this procfleet cannot read may still prove that
+		// the server runs; keep it, signal nothing, start nothing.
+		return Observed{Ownership: OwnQuarantined, Reason: string(actuate.UnverifiedOwner), Message: ne.Error()}
+	default:
+		return Observed{Ownership: OwnQuarantined, Reason: string(actuate.UnverifiedOwner), Message: readErr.Error()}
+	}
+	switch v.Verdict {
+	case actuate.VerdictOwned:
+		return Observed{Ownership: OwnOwned, SpecHash: rec.SpecHash}
+	case actuate.VerdictStale:
+		return Observed{Ownership: OwnStale, Reason: v.Message, SpecHash: rec.SpecHash}
+	case actuate.VerdictReused:
+		return Observed{Ownership: OwnReused, Reason: v.Message, SpecHash: rec.SpecHash}
+	}
+	return Observed{Ownership: OwnQuarantined, Reason: string(v.Reason), Message: v.Message + "; nothing was signalled; " + actuate.ManualStopHint(rec)}
+}
+
+// UntrustedAdvice says what is wrong with an untrusted record file and what
+// a person can do about it. The read-only commands leave the file in place
+// (MovedTo empty); up, apply and down move it aside.
+func UntrustedAdvice(ue *actuate.UntrustedRecordError) string {
+	if ue.MovedTo != "" {
+		return fmt.Sprintf("the record file %s cannot be trusted (%s); it was moved aside to %s. Check it, delete it, then run 'procfleet apply'.",
+			ue.Path, ue.Reason, ue.MovedTo)
+	}
+	return fmt.Sprintf("the record file %s cannot be trusted (%s); procfleet never reads it. Check it, delete it or move it away, then run 'procfleet apply'. Left as it is, the next 'procfleet apply', 'up' or 'down' moves it aside to %s.corrupt-<time>.",
+		ue.Path, ue.Reason, baseName(ue.Path))
+}
+
+func baseName(p string) string {
+	if i := strings.LastIndexByte(p, '/'); i >= 0 {
+		return p[i+1:]
+	}
+	return p
+}
+
+// quarantineText is a quarantine's message for status: what was found and
+// how to stop it by hand, without the "server X quarantined (R)" that the
+// phase and reason already say.
+func quarantineText(q *actuate.QuarantineError) string {
+	msg := q.Message
+	if q.Reason == actuate.Unkillable {
+		msg += fmt.Sprintf(" (state %s)", q.State)
+	}
+	if q.Hint != "" {
+		msg += "; " + q.Hint
+	}
+	return msg
+}
+
+// untrustedFound handles a record found untrusted (and moved aside). A
+// tracked process is ours whatever its record says (its pin proves it):
+// its record is written again. Anything else is quarantined until nothing
+// the record could protect is left (observeRecord lifts it).
+func (r *Reconciler) untrustedFound(s *server, ue *actuate.UntrustedRecordError) error {
+	if t := s.tracked; t != nil && !t.handle.Exited() {
+		msg := "record rewritten: the one on disk was untrusted"
+		if ue.MovedTo != "" {
+			msg += " and moved aside to " + ue.MovedTo
+		}
+		_ = r.writeTrackedRecord(s, t, msg)
+		return nil
+	}
+	q := &actuate.QuarantineError{Name: s.name, Reason: actuate.UntrustedRecord, Message: UntrustedAdvice(ue)}
+	return r.change(s, func(st *state) ([]Event, error) {
+		return st.quarantined(s.name, quarantineInput{reason: string(q.Reason), message: q.Message, q: q, untrusted: ue}, r.clock.Now())
+	})
 }
 
 func closeHandle(ob *observation) {
@@ -244,8 +433,38 @@ func closeHandle(ob *observation) {
 	}
 }
 
-// portHolderOf describes who holds port now, "" when nobody does.
-func portHolderOf(port int) string {
+// pinQuarantined pins a quarantined server's process, for its exit only
+// (a pin never signals): when it goes (stopped by hand, as the quarantine
+// said), the server is looked at again at once, not at the next resync.
+func (r *Reconciler) pinQuarantined(s *server, rec actuate.Record) {
+	if s.pinned != nil && s.pinned.PID() == rec.PID && !s.pinned.Exited() {
+		return
+	}
+	r.unpin(s)
+	h, err := observe.Pin(rec.PID)
+	if err != nil {
+		return // gone already, or not pinnable: the resync looks again
+	}
+	if id, err := h.Identity(); err != nil || (rec.StartTime != 0 && id.StartTime != rec.StartTime) {
+		_ = h.Close()
+		return
+	}
+	s.pinned = h
+	r.exits.Watch(h, func() { r.queue.Add(s.name) })
+}
+
+func (r *Reconciler) unpin(s *server) {
+	if s.pinned != nil {
+		r.exits.Unwatch(s.pinned)
+		_ = s.pinned.Close()
+		s.pinned = nil
+	}
+}
+
+// PortHolder describes who holds port now ("pid 123 (python3 -m http.server)",
+// or "a process of uid 0" when its owner is not visible), "" when nobody
+// does. It is the one wording of a port's holder.
+func PortHolder(port int) string {
 	if port <= 0 {
 		return ""
 	}
@@ -255,7 +474,7 @@ func portHolderOf(port int) string {
 	}
 	var parts []string
 	for _, l := range ls {
-		if len(l.PIDs) > 0 {
+		if len(l.PIDs) > 0 && l.OwnerVisible {
 			parts = append(parts, fmt.Sprintf("pid %d (%s)", l.PIDs[0], strings.Join(l.Cmdline, " ")))
 		} else {
 			parts = append(parts, fmt.Sprintf("a process of uid %d", l.UID))
@@ -265,16 +484,15 @@ func portHolderOf(port int) string {
 }
 
 // handleExit records that a tracked process exited: how (when it was our
-// child), its record removed, its readiness lost, the next restart's
-// backoff computed. It never signals anything.
+// child), its record removed, its readiness lost, the restart it gets. It
+// never signals anything.
 //
 // An adopted process is not our child: its status is unknown (-1) when it
 // is seen to exit, and the restart is not held back for it. Its parent
 // (init, or whoever started the earlier procfleet) reaps it, and then its
 // pidfd tells the status (Linux >= 6.15): learnExit looks for it off the
-// worker, keeping the pidfd open until then, and puts it in the last exit
-// if that is still this exit.
-func (r *Reconciler) handleExit(ctx context.Context, s *server, t *tracked) {
+// worker, keeping the pidfd open until then, and posts it.
+func (r *Reconciler) handleExit(ctx context.Context, s *server, t *tracked) error {
 	r.exits.Unwatch(t.handle)
 	le := &LastExit{Code: -1, Reason: "exited (status unknown: not started by this procfleet)"}
 	learn := t.running == nil && t.handle.Mode() == observe.PinPidfd
@@ -300,38 +518,38 @@ func (r *Reconciler) handleExit(ctx context.Context, s *server, t *tracked) {
 	}
 	now := r.clock.Now()
 	le.At = now
-	r.mu.Lock()
-	if s.learnCancel != nil {
-		s.learnCancel() // an earlier exit's status no longer matters
-		s.learnCancel = nil
-	}
-	lctx, lcancel := context.WithCancel(ctx)
-	if learn {
-		s.learnCancel = lcancel
-	} else {
-		lcancel()
-	}
-	if s.tracked == t {
-		s.tracked = nil
-	}
+	s.tracked = nil
+	s.gen++
 	if s.probeCancel != nil {
 		s.probeCancel()
 		s.probeCancel = nil
 	}
-	s.livenessFailed = false
-	s.lastExit, s.exitPending, s.exitHash = le, true, t.rec.SpecHash
-	s.restartAt = now.Add(r.backoff.When(s.name))
-	r.setReadyLocked(s, false, ReasonExited, le.Reason)
-	r.setPhaseLocked(s, PhasePending, "exited: "+le.Reason)
+	if s.learnCancel != nil {
+		s.learnCancel() // an earlier exit's status no longer matters
+		s.learnCancel = nil
+	}
+	s.exitSeq++
+	r.mu.Lock()
+	readyFor := time.Duration(0)
+	if s.st.isReady {
+		readyFor = now.Sub(s.st.readySince)
+	}
+	restart := r.backoff.After(s.st.crashes, readyFor)
 	r.mu.Unlock()
-	r.event(s.name, EventWarning, ReasonExited, fmt.Sprintf("pid %d %s", t.rec.PID, le.Reason), false)
+	err := r.change(s, func(st *state) ([]Event, error) {
+		return st.exited(s.name, exitInput{exit: le, hash: t.rec.SpecHash, restart: restart, pid: t.rec.PID})
+	})
 	if learn {
-		// Run's teardown cancels lctx (learnCancel) and waits for r.starts.
+		lctx, lcancel := context.WithCancel(ctx)
+		s.learnCancel = lcancel
+		seq := s.exitSeq
+		// teardown cancels lctx (learnCancel) and waits for r.starts.
 		r.starts.Go(func() {
 			defer lcancel()
-			r.learnExit(lctx, s, t.handle, t.rec.PID, le)
+			r.learnExit(lctx, s.name, t.handle, t.rec.PID, le, seq)
 		})
 	}
+	return err
 }
 
 // ReasonExitLearned: the exit status of a process that was not our child
@@ -346,15 +564,20 @@ const exitLearnBound = 5 * time.Second
 
 // learnExit asks the pidfd h of an exited process that was not our child
 // for its exit status until it is known (its parent reaped it), ctx ends, or
-// exitLearnBound has passed; then closes h. A status learned replaces le as
-// the server's last exit if le still is (the server did not exit again
-// meanwhile), with an ExitLearned event; else le stays (-1, unknown).
-func (r *Reconciler) learnExit(ctx context.Context, s *server, h *observe.Handle, pid int, le *LastExit) {
+// exitLearnBound has passed; then closes h. A status learned is posted; the
+// worker puts it in place of le if that exit is still the server's last.
+func (r *Reconciler) learnExit(ctx context.Context, name string, h *observe.Handle, pid int, le *LastExit, seq uint64) {
 	defer h.Close()
 	wait, waited := 10*time.Millisecond, time.Duration(0)
 	for {
 		if st, ok := h.ExitStatus(); ok {
-			r.exitLearned(s, pid, le, st, waited)
+			learned := &LastExit{Code: st.Code, Signal: st.Signal, At: le.At}
+			learned.Reason = st.String() + " (learned after its parent reaped it)"
+			if st.Signal == "SIGKILL" {
+				learned.Reason = st.String() + " (learned after its parent reaped it; the out-of-memory killer may have ended it)"
+			}
+			r.log.V(1).Info("Exit status learned", "server", name, "pid", pid, "status", st.String(), "waited", waited)
+			r.post(name, post{kind: postExitLearned, exitSeq: seq, learned: learned, message: fmt.Sprintf("pid %d %s", pid, learned.Reason)})
 			return
 		}
 		if waited >= exitLearnBound || ctx.Err() != nil {
@@ -367,7 +590,7 @@ func (r *Reconciler) learnExit(ctx context.Context, s *server, h *observe.Handle
 		waited += d
 		wait = min(2*wait, time.Second)
 	}
-	r.log.V(1).Info("Exit status not learned", "server", s.name, "pid", pid, "waited", waited)
+	r.log.V(1).Info("Exit status not learned", "server", name, "pid", pid, "waited", waited)
 }
 
 // sleep waits d on the reconciler's clock; it returns false if ctx ends
@@ -383,35 +606,9 @@ func (r *Reconciler) sleep(ctx context.Context, d time.Duration) bool {
 	}
 }
 
-// exitLearned puts a learned exit status in place of le, if le is still the
-// server's last exit. The copy keeps le's time: it is the same exit.
-func (r *Reconciler) exitLearned(s *server, pid int, le *LastExit, st observe.ExitStatus, waited time.Duration) {
-	learned := &LastExit{Code: st.Code, Signal: st.Signal, At: le.At}
-	learned.Reason = st.String() + " (learned after its parent reaped it)"
-	if st.Signal == "SIGKILL" {
-		learned.Reason = st.String() + " (learned after its parent reaped it; the out-of-memory killer may have ended it)"
-	}
-	r.mu.Lock()
-	current := s.lastExit == le
-	if current {
-		// A new value, not an edit of le: Status hands le out to readers.
-		s.lastExit = learned
-		r.kickStatus()
-	}
-	r.mu.Unlock()
-	r.log.V(1).Info("Exit status learned", "server", s.name, "pid", pid, "status", st.String(), "waited", waited, "current", current)
-	if !current {
-		return
-	}
-	typ := EventNormal
-	if learned.Failed() {
-		typ = EventWarning
-	}
-	r.event(s.name, typ, ReasonExitLearned, fmt.Sprintf("pid %d %s", pid, learned.Reason), false)
-}
-
 // apply carries out one action, in numbered steps.
 func (r *Reconciler) apply(ctx context.Context, s *server, d Desired, a Action, ob observation) (Result, error) {
+	now := r.clock.Now()
 	// 1. Drop a worthless record (stale, or its pid reused): signal nothing.
 	// If it cannot be removed (the state folder full or read-only), nothing
 	// else happens to the server in this pass (no start over a record that
@@ -422,141 +619,131 @@ func (r *Reconciler) apply(ctx context.Context, s *server, d Desired, a Action, 
 			r.recordFailed(s, fmt.Sprintf("cannot remove the record (%s; nothing signalled; retrying): %v", ob.obs.Reason, err))
 			return Result{}, err
 		}
-		r.mu.Lock()
-		r.recordOKLocked(s)
-		r.mu.Unlock()
-		r.event(s.name, EventNormal, actuate.EventRecordRemoved, "record removed, nothing signalled: "+ob.obs.Reason, false)
+		r.recordOK(s)
+		r.event(Event{Server: s.name, Type: EventNormal, Reason: actuate.EventRecordRemoved, Message: "record removed, nothing signalled: " + ob.obs.Reason})
 	}
 	// 2. A pin from verification is kept only by adoption.
 	if a.Kind != ActionAdopt {
 		closeHandle(&ob)
 	}
-	// 3. The action.
+	// 3. A quarantine that ended.
+	if a.Lifted != "" {
+		r.mu.Lock()
+		q := s.st.phase == PhaseQuarantined
+		r.mu.Unlock()
+		if q {
+			if err := r.change(s, func(st *state) ([]Event, error) { return st.lift(s.name, a.Lifted, now) }); err != nil {
+				return Result{}, err
+			}
+		}
+	}
+	// 4. The action.
+	res := Result{RequeueAfter: a.RequeueAfter}
 	switch a.Kind {
-	case ActionNothing:
-		r.mu.Lock()
-		if a.Phase == PhaseQuarantined {
-			r.setQuarantinedLocked(s, a)
-		} else {
-			r.setPhaseLocked(s, a.Phase, a.Reason)
-		}
-		_, declared := r.desired[s.name]
-		if !declared && a.Phase == PhaseStopped && s.tracked == nil && !s.starting {
-			delete(r.servers, s.name) // gone from files and from the world
-			r.kickStatus()
-		}
-		r.mu.Unlock()
-		return Result{}, nil
+	case ActionNothing, ActionQuarantine:
+		return res, r.settle(s, a, ob, now)
 	case ActionWait:
-		r.mu.Lock()
-		was, wasReason := s.phase, s.reason
-		r.setPhaseLocked(s, a.Phase, a.Reason)
-		r.mu.Unlock()
-		if a.Phase == PhaseCrashLoopBackOff && was != PhaseCrashLoopBackOff {
-			r.event(s.name, EventWarning, ReasonBackOff, a.Reason, false)
-		}
-		if a.Phase == PhasePending && wasReason != a.Reason {
-			r.event(s.name, EventNormal, ReasonWaiting, a.Reason, false) // "waiting for db to be Ready"
-		}
-		return Result{RequeueAfter: a.RequeueAfter}, nil
-	case ActionQuarantine:
-		r.mu.Lock()
-		r.setQuarantinedLocked(s, a)
-		r.mu.Unlock()
-		r.event(s.name, EventWarning, ReasonQuarantined, a.Reason+" (nothing signalled)", false)
-		return Result{}, nil
+		return res, r.change(s, func(st *state) ([]Event, error) {
+			if a.Phase == PhaseCrashLoopBackOff {
+				return st.backOff(s.name, a.Reason)
+			}
+			return st.wait(s.name, a.Reason)
+		})
 	case ActionAdopt:
-		r.adopt(ctx, s, d, *ob.rec, ob.handle)
-		return Result{}, nil
+		return res, r.adopt(ctx, s, d, *ob.rec, ob.handle)
 	case ActionStart:
 		return r.start(ctx, s, d, a)
-	case ActionStop:
+	case ActionStop, ActionReplace:
 		return r.stop(ctx, s, d, a, ob.rec)
-	case ActionReplace:
-		r.event(s.name, EventNormal, ReasonReplacing, "replacing: "+a.Reason, false)
-		res, err := r.stop(ctx, s, d, a, ob.rec)
-		if err == nil {
-			r.mu.Lock()
-			if a.Fresh {
-				r.backoff.Forget(s.name)
-				s.exitPending = false
-			} else {
-				// A liveness restart counts as a crash: restart count and
-				// backoff go on.
-				now := r.clock.Now()
-				s.lastExit = &LastExit{Code: -1, Signal: "SIGTERM", Reason: "stopped: " + a.Reason, At: now}
-				s.exitPending, s.exitHash = true, d.Hash
-				s.restartAt = now.Add(r.backoff.When(s.name))
-			}
-			r.mu.Unlock()
-			r.queue.Add(s.name) // runs again right after this pass
-		}
-		return res, err
 	}
 	return Result{}, fmt.Errorf("reconcile %s: unknown action %s", s.name, a.Kind)
 }
 
-// setQuarantinedLocked reports s Quarantined: the reason is the quarantine
-// reason (PortConflict, UnverifiedOwner...), the message says the rest.
-func (r *Reconciler) setQuarantinedLocked(s *server, a Action) {
-	reason := a.QuarantineReason
-	if reason == "" {
-		reason = a.Reason
+// settle carries out an action that changes no process: the phase it names.
+func (r *Reconciler) settle(s *server, a Action, ob observation, now time.Time) error {
+	switch a.Phase {
+	case PhaseQuarantined:
+		in := quarantineInput{reason: a.QuarantineReason, message: a.Message, rec: ob.rec, holder: ob.obs.PortHolder}
+		if in.reason == "" {
+			in.reason = a.Reason
+		}
+		if in.message == "" && a.Reason != in.reason {
+			in.message = a.Reason
+		}
+		return r.change(s, func(st *state) ([]Event, error) { return st.quarantined(s.name, in, now) })
+	case PhaseFailed:
+		return r.change(s, func(st *state) ([]Event, error) { return st.fail(s.name, a.Reason, now) })
+	case PhaseStopped:
+		err := r.change(s, func(st *state) ([]Event, error) {
+			if st.phase == PhaseStopped && st.reason == a.Reason {
+				return nil, nil
+			}
+			return st.rest(s.name, a.Reason, now)
+		})
+		r.mu.Lock()
+		_, declared := r.desired[s.name]
+		if !declared && s.tracked == nil && !s.st.starting && !r.held[s.name] {
+			// Gone from the files and from the world: forgotten.
+			r.unpin(s)
+			delete(r.servers, s.name)
+		}
+		r.mu.Unlock()
+		if !declared {
+			r.kickStatus()
+		}
+		return err
 	}
-	r.setPhaseLocked(s, PhaseQuarantined, reason)
-	if s.message != a.Reason {
-		s.message = a.Reason
-		r.kickStatus()
-	}
+	return r.change(s, func(st *state) ([]Event, error) { return st.observed(s.name, a.Reason) })
 }
 
 // adopt takes an owned process found from its record into the reconciler's
 // care: its exit is watched, its probes run; it is never started again.
-func (r *Reconciler) adopt(ctx context.Context, s *server, d Desired, rec actuate.Record, h *observe.Handle) {
-	t := &tracked{rec: rec, handle: h, spec: d.Server.Spec, startedAt: rec.StartedAt}
-	r.mu.Lock()
+func (r *Reconciler) adopt(ctx context.Context, s *server, d Desired, rec actuate.Record, h *observe.Handle) error {
+	t := &tracked{rec: rec, handle: h, spec: d.Server.Spec}
 	s.tracked = t
-	s.exitPending, s.rewrite = false, false
-	// What was said of it before (a quarantine lifted by this proof, a
-	// record that could not be removed) is over.
-	s.message, s.recordErr = "", ""
-	r.setPhaseLocked(s, PhaseRunning, "adopted")
-	r.mu.Unlock()
+	s.gen++
+	gen := s.gen
+	err := r.change(s, func(st *state) ([]Event, error) { return st.adopt(s.name, rec, r.clock.Now()) })
 	r.exits.Watch(h, func() { r.queue.Add(s.name) })
-	r.event(s.name, EventNormal, ReasonAdopted, fmt.Sprintf("adopted pid %d (%s)", rec.PID, rec.StartedAt.Format(time.RFC3339)), false)
 	// Readiness is checked off the worker until it passes (the process may
 	// have been adopted mid-start), with backoff from 100 ms to 5 s; then
 	// only declared probes go on.
 	ready := readinessCheck(d.Server)
+	pctx, cancel := context.WithCancel(ctx)
+	r.replaceProbeCancel(s, cancel)
 	r.starts.Go(func() {
 		wait := 10 * startupReadyPeriod
 		for {
-			ok, msg := true, ""
+			res := observe.ProbeResult{OK: true, Message: "adopted: running"}
 			if ready != nil {
-				res := ready(ctx)
-				ok, msg = res.OK, res.Message
+				res = ready(pctx)
 			}
-			r.mu.Lock()
-			current := s.tracked == t
-			if current {
-				r.setReadyLocked(s, ok, "", msg)
-			}
-			r.mu.Unlock()
-			if !current || ctx.Err() != nil {
+			if pctx.Err() != nil {
 				return
 			}
-			if ok {
-				r.queue.Add(s.name)
-				r.enqueueDependents(s.name)
+			if res.OK {
+				r.post(s.name, post{kind: postReadiness, gen: gen, ok: true, message: "adopted process is ready"})
 				return
 			}
-			if !r.sleep(ctx, wait) {
+			if !r.sleep(pctx, wait) {
 				return
 			}
 			wait = min(2*wait, 5*time.Second)
 		}
 	})
 	r.startProbes(ctx, s, d.Server, t)
+	return err
+}
+
+// replaceProbeCancel installs cancel as the server's probe cancel, ending
+// the ones before it.
+func (r *Reconciler) replaceProbeCancel(s *server, cancel context.CancelFunc) {
+	if s.probeCancel != nil {
+		prev := s.probeCancel
+		s.probeCancel = func() { prev(); cancel() }
+		return
+	}
+	s.probeCancel = cancel
 }
 
 // startRequest turns a declared server into what actuate needs.
@@ -586,146 +773,100 @@ func envList(env []spec.EnvVar) []string {
 
 // start spawns the server and awaits its readiness off the worker.
 func (r *Reconciler) start(ctx context.Context, s *server, d Desired, a Action) (Result, error) {
-	if r.cfg.OneShot && !a.Fresh {
-		r.mu.Lock()
-		reason := "exited"
-		if s.lastExit != nil {
-			reason = s.lastExit.Reason
-		}
-		r.setPhaseLocked(s, PhaseFailed, reason)
-		r.mu.Unlock()
-		return Result{}, nil
-	}
-	r.mu.Lock()
-	if a.Fresh {
-		r.backoff.Forget(s.name)
-	} else {
-		s.restarts++
-	}
-	s.exitPending = false
-	s.portHolder = ""
-	s.livenessFailed = false
-	if s.phase == PhaseRunning || s.phase == PhaseStopping {
-		r.setPhaseLocked(s, PhasePending, a.Reason)
-	}
-	r.setPhaseLocked(s, PhaseStarting, a.Reason)
-	r.mu.Unlock()
-	r.event(s.name, EventNormal, ReasonStarting, "starting", false)
-
-	req := startRequest(d.Server, d.Hash)
 	began := r.clock.Now()
+	if err := r.change(s, func(st *state) ([]Event, error) {
+		return st.start(s.name, startInput{hash: d.Hash, fresh: a.Fresh, reason: a.Reason, now: began})
+	}); err != nil {
+		return Result{}, err
+	}
+	req := startRequest(d.Server, d.Hash)
 	running, err := r.act.Spawn(ctx, req)
 	if err != nil {
-		return r.startFailed(s, d, err)
+		return Result{}, r.startFailed(s, d, err)
 	}
+	s.gen++
+	gen := s.gen
 	wctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
-	r.mu.Lock()
-	s.starting, s.startHash, s.startBegan = true, d.Hash, began
 	s.startCancel, s.startDone = cancel, done
-	r.mu.Unlock()
 	r.starts.Go(func() {
 		defer close(done)
 		defer cancel()
-		r.awaitReady(wctx, ctx, s, d, req, running)
+		err := r.act.WaitReady(wctx, req, running)
+		r.post(s.name, post{kind: postStarted, gen: gen, running: running, err: err, abandoned: err != nil && wctx.Err() != nil})
 	})
 	return Result{}, nil
 }
 
 // startFailed records a start that failed: a port conflict quarantines,
-// anything else counts as an exit (restart with backoff, or Failed).
-func (r *Reconciler) startFailed(s *server, d Desired, err error) (Result, error) {
+// anything else counts as an exit before Ready (the plan restarts it with
+// backoff, or gives up).
+func (r *Reconciler) startFailed(s *server, d Desired, err error) error {
+	now := r.clock.Now()
 	var se *actuate.StartError
 	if !errors.As(err, &se) {
-		r.setPhase(s, PhasePending, err.Error())
-		return Result{}, fmt.Errorf("start server %s: %w", s.name, err)
+		se = &actuate.StartError{Name: s.name, Reason: actuate.ReasonFailed, ExitCode: -1, Message: "start", Err: err}
 	}
 	if se.Reason == actuate.ReasonPortConflict {
-		holder := strings.TrimPrefix(se.Message, fmt.Sprintf("port %d is held by ", d.Server.Spec.Port))
-		r.mu.Lock()
-		s.portHolder = holder
-		r.setPhaseLocked(s, PhasePending, se.Message)
-		r.setQuarantinedLocked(s, Action{QuarantineReason: ReasonPortConflict, Reason: se.Message})
-		r.mu.Unlock()
-		r.event(s.name, EventWarning, ReasonQuarantined, "PortConflict: "+se.Message+" (nothing signalled)", false)
-		return Result{}, nil
+		holder := PortHolder(d.Server.Spec.Port)
+		if holder == "" {
+			holder = fmt.Sprintf("pids %v", se.HolderPIDs)
+		}
+		msg := fmt.Sprintf("port %d is held by %s; it starts once the port is free", d.Server.Spec.Port, holder)
+		return r.change(s, func(st *state) ([]Event, error) {
+			return st.quarantined(s.name, quarantineInput{reason: ReasonPortConflict, message: msg, holder: holder}, now)
+		})
 	}
-	// The cause goes with the message: "write record: ...: no space left
-	// on device" says what to fix, "write record" alone does not.
+	why := startFailureReason(se, d.Server)
+	le := &LastExit{Code: se.ExitCode, Signal: se.Signal, Reason: why, At: now}
+	r.mu.Lock()
+	restart := r.backoff.After(s.st.crashes, 0)
+	r.mu.Unlock()
+	s.exitSeq++
+	cerr := r.change(s, func(st *state) ([]Event, error) {
+		return st.startFailed(s.name, exitInput{exit: le, hash: d.Hash, restart: restart, logTail: strings.Join(se.LogTail, "\n")})
+	})
+	r.queue.Add(s.name)
+	return cerr
+}
+
+// startFailureReason says in plain words why a start failed: the cause goes
+// with the message ("write record: ...: no space left on device" says what
+// to fix, "write record" alone does not), and a program that cannot be run
+// is named with the folder it was looked for in.
+func startFailureReason(se *actuate.StartError, srv *spec.Server) string {
+	if se.Err != nil && srv != nil && len(srv.Spec.Command) > 0 {
+		prog, dir := srv.Spec.Command[0], srv.Spec.WorkingDir
+		switch {
+		case errors.Is(se.Err, exec.ErrNotFound):
+			return fmt.Sprintf("program %s not found in PATH", prog)
+		case errors.Is(se.Err, fs.ErrNotExist):
+			return fmt.Sprintf("program %s not found (workingDir %s)", prog, dir)
+		case errors.Is(se.Err, fs.ErrPermission):
+			return fmt.Sprintf("program %s cannot be executed (permission denied; workingDir %s)", prog, dir)
+		}
+	}
 	why := se.Message
 	if se.Err != nil {
 		why += ": " + se.Err.Error()
 	}
-	now := r.clock.Now()
-	le := &LastExit{Code: se.ExitCode, Signal: se.Signal, Reason: why, At: now}
-	r.mu.Lock()
-	s.lastExit, s.exitPending, s.exitHash = le, true, d.Hash
-	s.restartAt = now.Add(r.backoff.When(s.name))
-	s.message = strings.Join(se.LogTail, "\n")
-	r.setReadyLocked(s, false, ReasonFailed, why)
-	r.setPhaseLocked(s, PhasePending, "failed: "+why)
-	if r.cfg.OneShot {
-		r.setPhaseLocked(s, PhaseFailed, why)
-	}
-	r.mu.Unlock()
-	msg := "failed: " + why
-	if len(se.LogTail) > 0 {
-		msg += "; last log line: " + se.LogTail[len(se.LogTail)-1]
-	}
-	r.event(s.name, EventWarning, ReasonFailed, msg, false)
-	r.queue.Add(s.name)
-	return Result{}, nil
-}
-
-// awaitReady runs on its own goroutine for each start. ctx ends the wait
-// (replacement, shutdown); runCtx, the reconciler's, bounds the probes that
-// follow.
-func (r *Reconciler) awaitReady(ctx, runCtx context.Context, s *server, d Desired, req actuate.StartRequest, running *actuate.Running) {
-	err := r.act.WaitReady(ctx, req, running)
-	r.mu.Lock()
-	s.starting = false
-	s.startCancel = nil
-	if err != nil {
-		r.mu.Unlock()
-		if ctx.Err() != nil {
-			// Abandoned (shutdown or replacement): the process keeps
-			// running with its record and is adopted or stopped by the
-			// next pass.
-			r.queue.Add(s.name)
-			return
-		}
-		_, _ = r.startFailed(s, d, err)
-		return
-	}
-	t := &tracked{rec: running.Record, handle: running.Handle, running: running, spec: d.Server.Spec, startedAt: running.Record.StartedAt}
-	s.tracked, s.rewrite = t, false
-	r.recordOKLocked(s) // its record was written
-	r.setReadyLocked(s, true, "", "")
-	r.setPhaseLocked(s, PhaseRunning, "ready")
-	took := r.clock.Since(s.startBegan)
-	r.mu.Unlock()
-	r.exits.Watch(running.Handle, func() { r.queue.Add(s.name) })
-	r.event(s.name, EventNormal, ReasonReady, fmt.Sprintf("ready in %.2fs (pid %d)", took.Seconds(), running.Record.PID), false)
-	r.startProbes(runCtx, s, d.Server, t)
-	r.queue.Add(s.name)
-	r.enqueueDependents(s.name)
+	return why
 }
 
 // stop stops the server's process (abandoning a start in progress first).
 func (r *Reconciler) stop(ctx context.Context, s *server, d Desired, a Action, rec *actuate.Record) (Result, error) {
-	r.mu.Lock()
-	cancel, done := s.startCancel, s.startDone
-	r.mu.Unlock()
-	if cancel != nil {
-		cancel()
-		<-done
+	now := r.clock.Now()
+	if s.startCancel != nil {
+		s.startCancel()
+		<-s.startDone
+		s.startCancel, s.startDone = nil, nil
+		// The abandoned process keeps its record: stop it through that.
 		if rr, err := r.records.ReadRecord(s.name); err == nil {
 			rec = &rr
 		} else if !isNotExist(err) {
 			return Result{}, err
 		}
 	}
-	r.mu.Lock()
 	t := s.tracked
 	if s.probeCancel != nil {
 		s.probeCancel()
@@ -734,11 +875,19 @@ func (r *Reconciler) stop(ctx context.Context, s *server, d Desired, a Action, r
 	if t != nil {
 		rr := t.rec
 		rec = &rr
-	}
-	r.setPhaseLocked(s, PhaseStopping, a.Reason)
-	r.mu.Unlock()
-	if t != nil {
 		r.exits.Unwatch(t.handle)
+	}
+	s.gen++ // what was posted about the process being stopped is moot
+	if a.Kind == ActionReplace {
+		r.event(Event{Server: s.name, Type: EventNormal, Reason: ReasonReplacing, Message: "replacing: " + a.Reason})
+	}
+	if err := r.change(s, func(st *state) ([]Event, error) {
+		return st.stopping(s.name, a.Reason, a.Kind == ActionStop)
+	}); err != nil {
+		if t != nil {
+			r.exits.Watch(t.handle, func() { r.queue.Add(s.name) })
+		}
+		return Result{}, err
 	}
 	var sp spec.ServerSpec
 	switch {
@@ -746,9 +895,6 @@ func (r *Reconciler) stop(ctx context.Context, s *server, d Desired, a Action, r
 		sp = t.spec
 	case d.Server != nil:
 		sp = d.Server.Spec
-	}
-	if a.Kind == ActionStop {
-		r.event(s.name, EventNormal, ReasonStopping, "stopping: "+a.Reason, false)
 	}
 	var err error
 	if rec != nil {
@@ -758,51 +904,63 @@ func (r *Reconciler) stop(ctx context.Context, s *server, d Desired, a Action, r
 	if t != nil {
 		_ = t.handle.Close()
 	}
+	s.tracked = nil
 	var q *actuate.QuarantineError
-	r.mu.Lock()
-	if s.tracked == t {
-		s.tracked = nil
-	}
 	switch {
-	case err == nil:
-		r.setReadyLocked(s, false, ReasonStopped, a.Reason)
-		if a.Kind == ActionReplace {
-			r.setPhaseLocked(s, PhasePending, a.Reason)
-		} else {
-			r.setPhaseLocked(s, PhaseStopped, a.Reason)
-			s.exitPending = false
+	case err == nil && a.Kind == ActionReplace:
+		exit := exitInput{
+			exit: &LastExit{Code: -1, Signal: "SIGTERM", Reason: "stopped: " + a.Reason, At: now},
+			hash: d.Hash,
 		}
+		if !a.Fresh {
+			// A liveness restart counts as a crash.
+			r.mu.Lock()
+			readyFor := time.Duration(0)
+			if s.st.isReady {
+				readyFor = now.Sub(s.st.readySince)
+			}
+			exit.restart = r.backoff.After(s.st.crashes, readyFor)
+			r.mu.Unlock()
+			s.exitSeq++
+		}
+		cerr := r.change(s, func(st *state) ([]Event, error) { return st.replaced(s.name, a.Reason, a.Fresh, exit, now) })
+		r.queue.Add(s.name) // runs again right after this pass
+		return Result{}, cerr
+	case err == nil:
+		cerr := r.change(s, func(st *state) ([]Event, error) { return st.stopped(s.name, a.Reason, now) })
+		r.queue.Add(s.name) // forgotten next pass if no longer declared
+		r.stopDone(s.name, sp.DependsOn)
+		return Result{}, cerr
 	case errors.As(err, &q):
-		// Left alone and no longer tracked: its readiness is not known.
-		s.quarantine = q
-		r.setReadyLocked(s, false, string(q.Reason), q.Message)
-		r.setPhaseLocked(s, PhaseQuarantined, string(q.Reason))
-		s.message = q.Error()
+		// Left alone and no longer tracked; actuate has reported it.
+		cerr := r.change(s, func(st *state) ([]Event, error) {
+			return st.quarantined(s.name, quarantineInput{reason: string(q.Reason), message: quarantineText(q), rec: rec, q: q, silent: true}, now)
+		})
+		r.stopDone(s.name, sp.DependsOn)
+		return Result{}, cerr
 	default:
 		// Not stopped, or stopped with its record left behind (the state
-		// folder full or read-only): either way no process is tracked or
-		// ready now; the next pass verifies the record again (a stale one
-		// is removed without a signal), with the queue's backoff.
-		r.setReadyLocked(s, false, ReasonFailed, err.Error())
-		r.setPhaseLocked(s, PhaseFailed, err.Error())
+		// folder full or read-only): either way no process is tracked now;
+		// the next pass verifies the record again (a stale one is removed
+		// without a signal), with the queue's backoff.
+		_ = r.change(s, func(st *state) ([]Event, error) { return st.stopFailed(s.name, err, now) })
+		r.stopDone(s.name, sp.DependsOn)
+		return Result{}, err // actuate's errors already say "stop server <name>: ..."
+	}
+}
+
+// stopDone tells the servers a stop may have held back (a pruned or held
+// dependency waits for its dependents) that it has ended.
+func (r *Reconciler) stopDone(name string, deps []string) {
+	r.mu.Lock()
+	if r.stopping != nil {
+		if d, ok := r.stopping[name]; ok {
+			deps = append(deps, d...)
+			delete(r.stopping, name)
+		}
 	}
 	r.mu.Unlock()
-
-	switch {
-	case err == nil:
-		if a.Kind == ActionStop {
-			r.event(s.name, EventNormal, ReasonStopped, "stopped", false)
-			r.queue.Add(s.name) // forgotten next pass if no longer declared
-		}
-		for _, dep := range sp.DependsOn {
-			r.queue.Add(dep) // a pruned or held dependency may wait for us
-		}
-		return Result{}, nil
-	case q != nil:
-		r.event(s.name, EventWarning, ReasonQuarantined, q.Error(), false)
-		return Result{}, nil
-	default:
-		r.event(s.name, EventWarning, ReasonFailed, "stop failed: "+err.Error(), false)
-		return Result{}, err // actuate's errors already say "stop server <name>: ..."
+	for _, dep := range deps {
+		r.queue.Add(dep)
 	}
 }

@@ -1,0 +1,97 @@
+package reconciler
+
+// settleMode says what a caller waits for.
+type settleMode uint8
+
+const (
+	// settleApply: apply without --wait; a server is done once it runs.
+	settleApply settleMode = iota
+	// settleWait: apply --wait (and apply through up with --wait); a
+	// server is done once it is Ready, or given up on.
+	settleWait
+	// settleDown: down, stop; a server is done once nothing of it runs.
+	settleDown
+)
+
+// settleView is what settled reads of one server.
+type settleView struct {
+	// declared: in the fleet files; held: kept stopped by down or stop.
+	declared, held bool
+	// passed: reconciled at least once since the wait began; until then
+	// nothing said of it is current.
+	passed bool
+	phase  Phase
+	ready  bool
+	// running: a process of it is tracked; starting: a start is in
+	// progress.
+	running, starting bool
+	// exitsBeforeReady counts exits before Ready since its last fresh
+	// start.
+	exitsBeforeReady int
+	// exitedAfterReady: it exited, after it had counted as Ready, since
+	// the wait began.
+	exitedAfterReady bool
+	// completed: stopped after it ran to an end its restartPolicy accepts.
+	completed bool
+	// waitedOn: a declared server waits for it to be Ready (dependsOn).
+	waitedOn bool
+}
+
+// settleVerdict is settled's answer for one server.
+type settleVerdict struct {
+	// done: the server will not change by itself before the caller's
+	// deadline; waiting longer for it is pointless.
+	done bool
+	// failed: done, and not as the caller wanted (reported, exit 1).
+	failed bool
+	// why explains a failure beyond the server's phase and reason.
+	why string
+}
+
+var (
+	pending = settleVerdict{}
+	ok      = settleVerdict{done: true}
+)
+
+func failedBecause(why string) settleVerdict {
+	return settleVerdict{done: true, failed: true, why: why}
+}
+
+// settled is the one decision of "is this server done" that apply (with
+// and without --wait), Converge, Reload's wait, down and stop use.
+func settled(v settleView, mode settleMode) settleVerdict {
+	if !v.passed {
+		return pending
+	}
+	if mode == settleDown || !v.declared || v.held {
+		switch {
+		case v.phase == PhaseQuarantined:
+			return failedBecause("quarantined: nothing was signalled")
+		case v.phase == PhaseFailed && !v.running && !v.starting:
+			return failedBecause("")
+		case v.running || v.starting || v.phase == PhaseStopping:
+			return pending
+		}
+		return ok
+	}
+	switch {
+	case v.phase == PhaseQuarantined, v.phase == PhaseFailed:
+		return failedBecause("")
+	case v.exitsBeforeReady >= 2:
+		return failedBecause("exited twice before it was Ready")
+	case mode == settleWait && v.exitedAfterReady:
+		return failedBecause("exited after it was Ready")
+	case v.phase == PhaseStopped && v.completed:
+		return ok
+	case mode == settleWait:
+		if v.ready && v.running {
+			return ok
+		}
+		return pending
+	case v.phase == PhaseRunning:
+		return ok
+	case v.phase == PhaseStarting && !v.waitedOn:
+		return ok
+	}
+	return pending
+}

@@ -1,0 +1,63 @@
+package reconciler
+
+import "testing"
+
+// TestSettled covers every row of settled: each mode, each phase, and the
+// apply --wait rules of DESIGN.md (give up at Failed or two exits before
+// Ready, fail on an exit after Ready).
+func TestSettled(t *testing.T) {
+	running := settleView{declared: true, passed: true, phase: PhaseRunning, running: true}
+	readyRunning := running
+	readyRunning.ready = true
+	with := func(v settleView, f func(*settleView)) settleView { f(&v); return v }
+	tests := []struct {
+		name string
+		v    settleView
+		mode settleMode
+		want settleVerdict
+	}{
+		{"not reconciled yet", settleView{declared: true, phase: PhaseRunning, running: true, ready: true}, settleWait, pending},
+		{"not reconciled yet, down", settleView{phase: PhaseStopped}, settleDown, pending},
+
+		{"down: stopped", settleView{passed: true, phase: PhaseStopped}, settleDown, ok},
+		{"down: never known", settleView{passed: true, phase: PhasePending}, settleDown, ok},
+		{"down: still running", with(running, func(v *settleView) { v.held = true }), settleDown, pending},
+		{"down: starting", settleView{passed: true, phase: PhaseStarting, starting: true}, settleDown, pending},
+		{"down: stopping", settleView{passed: true, phase: PhaseStopping}, settleDown, pending},
+		{"down: quarantined", settleView{passed: true, phase: PhaseQuarantined}, settleDown, failedBecause("quarantined: nothing was signalled")},
+		{"down: stop failed", settleView{passed: true, phase: PhaseFailed}, settleDown, failedBecause("")},
+
+		{"undeclared: pruned", settleView{passed: true, phase: PhaseStopped}, settleApply, ok},
+		{"undeclared: being pruned", settleView{passed: true, phase: PhaseStopping, running: true}, settleWait, pending},
+		{"undeclared: quarantined", settleView{passed: true, phase: PhaseQuarantined}, settleApply, failedBecause("quarantined: nothing was signalled")},
+		{"held: stopped", settleView{declared: true, held: true, passed: true, phase: PhaseStopped}, settleWait, ok},
+
+		{"quarantined", settleView{declared: true, passed: true, phase: PhaseQuarantined}, settleWait, failedBecause("")},
+		{"failed", settleView{declared: true, passed: true, phase: PhaseFailed}, settleApply, failedBecause("")},
+		{"two exits before Ready", settleView{declared: true, passed: true, phase: PhaseStarting, starting: true, exitsBeforeReady: 2}, settleWait, failedBecause("exited twice before it was Ready")},
+		{"one exit before Ready: its restart is awaited", settleView{declared: true, passed: true, phase: PhaseStarting, starting: true, exitsBeforeReady: 1}, settleWait, pending},
+		{"exited after Ready, wait", with(readyRunning, func(v *settleView) { v.exitedAfterReady = true }), settleWait, failedBecause("exited after it was Ready")},
+		{"exited after Ready, no wait: running again is enough", with(running, func(v *settleView) { v.exitedAfterReady = true }), settleApply, ok},
+		{"ran to completion", settleView{declared: true, passed: true, phase: PhaseStopped, completed: true}, settleWait, ok},
+		{"stopped, to be started", settleView{declared: true, passed: true, phase: PhaseStopped}, settleApply, pending},
+
+		{"wait: ready", readyRunning, settleWait, ok},
+		{"wait: running, not ready", running, settleWait, pending},
+		{"wait: ready flag without a process", settleView{declared: true, passed: true, phase: PhaseRunning, ready: true}, settleWait, pending},
+		{"wait: starting", settleView{declared: true, passed: true, phase: PhaseStarting, starting: true}, settleWait, pending},
+		{"wait: pending", settleView{declared: true, passed: true, phase: PhasePending}, settleWait, pending},
+		{"wait: backing off", settleView{declared: true, passed: true, phase: PhaseCrashLoopBackOff}, settleWait, pending},
+
+		{"apply: running", running, settleApply, ok},
+		{"apply: starting", settleView{declared: true, passed: true, phase: PhaseStarting, starting: true}, settleApply, ok},
+		{"apply: starting, a dependent waits", settleView{declared: true, passed: true, phase: PhaseStarting, starting: true, waitedOn: true}, settleApply, pending},
+		{"apply: pending", settleView{declared: true, passed: true, phase: PhasePending}, settleApply, pending},
+		{"apply: stopping (replace)", settleView{declared: true, passed: true, phase: PhaseStopping, running: true}, settleApply, pending},
+		{"apply: backing off", settleView{declared: true, passed: true, phase: PhaseCrashLoopBackOff}, settleApply, pending},
+	}
+	for _, tt := range tests {
+		if got := settled(tt.v, tt.mode); got != tt.want {
+			t.Errorf("%s: settled(%+v, %d) = %+v, want %+v", tt.name, tt.v, tt.mode, got, tt.want)
+		}
+	}
+}
