@@ -64,7 +64,7 @@ func runApply(ctx context.Context, opts *globalOptions, stdout, stderr io.Writer
 		return err
 	}
 	defer func() { _ = release() }()
-	progress := newProgress(stderr, opts.Verbosity > 0)
+	progress := newProgress(opts, stderr)
 	r, err := reconciler.New(reconciler.Config{
 		Files: opts.FleetPaths(), StateDir: sd, Log: opts.Logger().WithName("reconciler"),
 		OnEvent: progress.event, OneShot: true,
@@ -99,7 +99,7 @@ func applyThroughUp(ctx context.Context, c *api.Client, stdout io.Writer, wait b
 			var b strings.Builder
 			for _, s := range st.Servers {
 				if !s.Ready {
-					fmt.Fprintf(&b, "\n  %s: %s", s.Name, describe(s))
+					fmt.Fprintf(&b, "\n  %s: %s", s.Name, reconciler.PhaseSummary(s))
 				}
 			}
 			return fmt.Errorf("apply (through procfleet up): %w%s", err, b.String())
@@ -119,16 +119,4 @@ func countReady(st reconciler.Status) int {
 		}
 	}
 	return n
-}
-
-// describe is a server's phase with its reason and message.
-func describe(s reconciler.ServerStatus) string {
-	out := s.Phase.String()
-	if s.Reason != "" {
-		out += ": " + s.Reason
-	}
-	if s.Message != "" && s.Message != s.Reason {
-		out += " (" + s.Message + ")"
-	}
-	return out
 }

@@ -72,29 +72,30 @@ It works with or without a running up, and changes nothing.`,
 }
 
 func runDescribe(ctx context.Context, opts *globalOptions, name string, w io.Writer) error {
-	v, err := observeFleet(ctx, opts, lookDetail)
+	v, err := viewFleet(ctx, opts, lookDetail)
 	if err != nil {
 		return fmt.Errorf("describe: %w", err)
 	}
-	st, ok := v.Status.Get(name)
-	if !ok {
-		return fmt.Errorf("describe: no server named %s in %s (see 'procfleet status' for the names)", name, v.describeSources())
+	if _, err := v.only([]string{name}); err != nil {
+		return fmt.Errorf("describe: %w", err)
 	}
+	st, _ := v.Status.Get(name)
 	var decl *spec.Server
-	if v.Fleet != nil {
-		decl, _ = v.Fleet.Get(name)
+	snap := v.Snap
+	if snap.Fleet != nil {
+		decl, _ = snap.Fleet.Get(name)
 	}
 	d := describer{w: w, now: time.Now()}
 	d.status(st, v.Live)
-	d.spec(decl, v.Fleet != nil)
-	ob := v.Observed[name]
+	d.spec(decl, snap.Fleet != nil)
+	ob := snap.Records[name]
 	d.record(ob, decl)
 	d.probes(ctx, decl, ob)
 	d.conditions(st.Conditions)
 	d.lastExit(st, ob)
-	if v.StateDir != nil {
-		d.logTail(v.StateDir.LogPath(name), st)
-		d.events(v.StateDir.EventsPath(name))
+	if snap.StateDir != nil {
+		d.logTail(snap.StateDir.LogPath(name), st)
+		d.events(snap.StateDir.EventsPath(name))
 	}
 	d.quarantine(st, ob)
 	return d.err
@@ -219,7 +220,7 @@ func probeText(p *spec.Probe, port int) string {
 	return fmt.Sprintf("%s every %s, timeout %s, delay %s, failure threshold %d", what, p.Period(), p.Timeout(), p.InitialDelay(), fail)
 }
 
-func (d *describer) record(ob *observedServer, decl *spec.Server) {
+func (d *describer) record(ob *reconciler.RecordView, decl *spec.Server) {
 	d.printf("\nRecord:\n")
 	if ob == nil {
 		d.printf("  (none: procfleet runs no process for this server)\n")
@@ -278,7 +279,7 @@ func (d *describer) record(ob *observedServer, decl *spec.Server) {
 	}
 }
 
-func (d *describer) probes(ctx context.Context, decl *spec.Server, ob *observedServer) {
+func (d *describer) probes(ctx context.Context, decl *spec.Server, ob *reconciler.RecordView) {
 	d.printf("\nProbes (run now):\n")
 	if ob == nil || ob.Verdict != actuate.VerdictOwned || ob.Untrusted != nil || ob.Newer != nil {
 		d.printf("  (not run: no process of this server is running)\n")
@@ -301,7 +302,7 @@ func (d *describer) probes(ctx context.Context, decl *spec.Server, ob *observedS
 	}
 	show("Readiness", ob.Ready)
 	if decl != nil && decl.Spec.LivenessProbe != nil {
-		if r, ok := runProbe(ctx, decl, decl.Spec.LivenessProbe); ok {
+		if r, ok := reconciler.ProbeOnce(ctx, decl, decl.Spec.LivenessProbe); ok {
 			show("Liveness", &r)
 		}
 	}
@@ -324,7 +325,7 @@ func (d *describer) conditions(cs []reconciler.Condition) {
 	d.err = tw.Flush()
 }
 
-func (d *describer) lastExit(st reconciler.ServerStatus, ob *observedServer) {
+func (d *describer) lastExit(st reconciler.ServerStatus, ob *reconciler.RecordView) {
 	d.printf("\nLast exit:\n")
 	switch {
 	case st.LastExit != nil:
@@ -408,14 +409,14 @@ func readEvents(path string, n int) ([]reconciler.Event, int, error) {
 	return evs, bad, nil
 }
 
-func (d *describer) quarantine(st reconciler.ServerStatus, ob *observedServer) {
+func (d *describer) quarantine(st reconciler.ServerStatus, ob *reconciler.RecordView) {
 	if st.Phase != reconciler.PhaseQuarantined {
 		return
 	}
 	d.printf("\nQuarantined (%s): procfleet signals nothing and keeps the record.\n", st.Reason)
 	switch {
 	case ob != nil && ob.Untrusted != nil:
-		d.printf("  %s\n", sentence(untrustedAdvice(ob.Untrusted)))
+		d.printf("  %s\n", sentence(reconciler.UntrustedAdvice(ob.Untrusted)))
 	case ob != nil && ob.Newer != nil:
 		d.printf("  %s\n", sentence(ob.Newer.Error()))
 	case ob != nil && ob.Record.PID > 0:

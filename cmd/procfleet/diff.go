@@ -9,7 +9,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/procfleet/procfleet/actuate"
-	"github.com/procfleet/procfleet/observe"
 	"github.com/procfleet/procfleet/reconciler"
 	"github.com/procfleet/procfleet/spec"
 )
@@ -62,16 +61,16 @@ type diffLine struct {
 }
 
 func runDiff(ctx context.Context, opts *globalOptions, w io.Writer) error {
-	v, err := observeFleet(ctx, opts, look{})
+	v, err := viewFleet(ctx, opts, look{})
 	if err != nil {
 		return fmt.Errorf("diff: %w", err)
 	}
-	if v.LoadErr != nil {
-		return fleetError("diff", v.LoadErr)
+	if v.Snap.LoadErr != nil {
+		return fleetError("diff", v.Snap.LoadErr)
 	}
-	lines, inSync := planDiff(v, portHolderNow)
+	lines, inSync := planDiff(v.Snap, reconciler.PortHolder)
 	if len(lines) == 0 {
-		fmt.Fprintf(w, "in sync: %d server(s) as declared in %s\n", inSync, strings.Join(v.Files, ", "))
+		fmt.Fprintf(w, "in sync: %d server(s) as declared in %s\n", inSync, strings.Join(v.Snap.Files, ", "))
 		return nil
 	}
 	for _, l := range lines {
@@ -84,48 +83,17 @@ func runDiff(ctx context.Context, opts *globalOptions, w io.Writer) error {
 	return silentExit(exitPending)
 }
 
-// diffInputs builds what Plan reads, as a fresh apply sees the world: every
-// declared server with its hash, and every record's verdict; nothing is
-// tracked, nothing remembered (no exits, no backoff).
-func diffInputs(v *fleetView) (map[string]reconciler.Desired, map[string]reconciler.Observed) {
-	desired := map[string]reconciler.Desired{}
-	for i := range v.Fleet.Servers {
-		s := &v.Fleet.Servers[i]
-		desired[s.Metadata.Name] = reconciler.Desired{Server: s, Hash: s.Hash()}
-	}
-	observed := map[string]reconciler.Observed{}
-	for name, ob := range v.Observed {
-		o := reconciler.Observed{Phase: reconciler.PhasePending}
-		switch {
-		case ob.Untrusted != nil:
-			o.Ownership, o.Reason, o.Message = reconciler.OwnQuarantined, string(actuate.UntrustedRecord), ob.Untrusted.Error()
-		case ob.Newer != nil:
-			o.Ownership, o.Reason, o.Message = reconciler.OwnQuarantined, string(actuate.UnverifiedOwner), ob.Newer.Error()
-		case ob.Verdict == actuate.VerdictOwned:
-			o.Ownership, o.SpecHash = reconciler.OwnOwned, ob.Record.SpecHash
-		case ob.Verdict == actuate.VerdictStale:
-			o.Ownership, o.Reason, o.SpecHash = reconciler.OwnStale, ob.Message, ob.Record.SpecHash
-		case ob.Verdict == actuate.VerdictReused:
-			o.Ownership, o.Reason, o.SpecHash = reconciler.OwnReused, ob.Message, ob.Record.SpecHash
-		default:
-			o.Ownership, o.Reason = reconciler.OwnQuarantined, string(ob.Reason)
-			o.Message = ob.Message + "; " + actuate.ManualStopHint(ob.Record)
-		}
-		observed[name] = o
-	}
-	return desired, observed
-}
-
-// planDiff runs the plan and turns each action that changes something into
-// a line. It returns the lines, sorted by name, and how many servers are in
-// sync. portHolder names who holds a port ("" when free).
-func planDiff(v *fleetView, portHolder func(port int) string) ([]diffLine, int) {
-	desired, observed := diffInputs(v)
+// planDiff turns each action of the snapshot's plan (reconciler.Plan, as a
+// fresh apply sees the world) that changes something into a line. It
+// returns the lines, sorted by name, and how many servers are in sync.
+// portHolder names who holds a port ("" when free).
+func planDiff(snap *reconciler.Snapshot, portHolder func(port int) string) ([]diffLine, int) {
+	desired := snap.Desired()
 	var lines []diffLine
 	inSync := 0
-	for _, a := range reconciler.Plan(desired, observed) {
+	for _, a := range snap.Plan() {
 		d := desired[a.Server]
-		ob := v.Observed[a.Server]
+		rv := snap.Records[a.Server]
 		l := diffLine{Name: a.Server}
 		switch a.Kind {
 		case reconciler.ActionNothing, reconciler.ActionAdopt:
@@ -138,7 +106,7 @@ func planDiff(v *fleetView, portHolder func(port int) string) ([]diffLine, int) 
 				l.Mark, l.What, l.Why = "-", "stop", "removed from the fleet files ("+a.Reason+")"
 				break
 			}
-			l.Mark, l.What, l.Why = "+", "start", missingWhy(a, ob, v)
+			l.Mark, l.What, l.Why = "+", "start", missingWhy(a, rv, snap)
 			if a.Kind == reconciler.ActionWait {
 				l.What = "start after its dependencies"
 			}
@@ -147,24 +115,15 @@ func planDiff(v *fleetView, portHolder func(port int) string) ([]diffLine, int) 
 			}
 		case reconciler.ActionReplace:
 			l.Mark, l.What = "~", "replace"
-			l.Why = "spec changed: " + strings.Join(changedFields(ob.Record, d.Server), ", ")
-			l.Why += fmt.Sprintf(" (pid %d is stopped, then the new spec started)", ob.Record.PID)
+			l.Why = "spec changed: " + strings.Join(changedFields(rv.Record, d.Server), ", ")
+			l.Why += fmt.Sprintf(" (pid %d is stopped, then the new spec started)", rv.Record.PID)
 		case reconciler.ActionStop:
 			l.Mark, l.What = "-", "stop"
-			l.Why = fmt.Sprintf("removed from the fleet files (pid %d is stopped, its record removed)", ob.Record.PID)
+			l.Why = fmt.Sprintf("removed from the fleet files (pid %d is stopped, its record removed)", rv.Record.PID)
 		case reconciler.ActionQuarantine:
 			l.Mark, l.What = "!", "quarantined"
 			l.Why = a.QuarantineReason + ": apply will not touch it and will fail until it is resolved"
-			if ob != nil {
-				l.Hint = ob.Message
-				if ob.Untrusted != nil {
-					l.Hint = untrustedAdvice(ob.Untrusted)
-				} else if ob.Newer != nil {
-					l.Hint = ob.Newer.Error()
-				} else if ob.Verdict == actuate.VerdictQuarantine {
-					l.Hint = ob.Message + "; " + actuate.ManualStopHint(ob.Record)
-				}
-			}
+			l.Hint = a.Message
 		default:
 			l.Mark, l.What, l.Why = "?", a.Kind.String(), a.Reason
 		}
@@ -174,13 +133,13 @@ func planDiff(v *fleetView, portHolder func(port int) string) ([]diffLine, int) 
 }
 
 // missingWhy says why a declared server is not running.
-func missingWhy(a reconciler.Action, ob *observedServer, v *fleetView) string {
+func missingWhy(a reconciler.Action, rv *reconciler.RecordView, snap *reconciler.Snapshot) string {
 	why := "missing: never started, or stopped"
-	if saved, ok := v.Saved.Get(a.Server); ok && saved.LastExit != nil {
+	if saved, ok := snap.Saved.Get(a.Server); ok && saved.LastExit != nil {
 		why = "missing: last exit " + saved.LastExit.Reason
 	}
-	if ob != nil && (ob.Verdict == actuate.VerdictStale || ob.Verdict == actuate.VerdictReused) {
-		why = fmt.Sprintf("crashed: %s (its record is stale)", ob.Message)
+	if rv != nil && (rv.Verdict == actuate.VerdictStale || rv.Verdict == actuate.VerdictReused) && rv.Untrusted == nil && rv.Newer == nil {
+		why = fmt.Sprintf("crashed: %s (its record is stale)", rv.Message)
 	}
 	if a.Kind == reconciler.ActionWait {
 		why += "; " + a.Reason
@@ -205,24 +164,4 @@ func changedFields(rec actuate.Record, s *spec.Server) []string {
 		return []string{"env or workingDir (the record keeps only their hash)"}
 	}
 	return fields
-}
-
-// portHolderNow names the processes listening on port, "" when none.
-func portHolderNow(port int) string {
-	if port <= 0 {
-		return ""
-	}
-	ls, err := observe.Listeners(port)
-	if err != nil || len(ls) == 0 {
-		return ""
-	}
-	var parts []string
-	for _, l := range ls {
-		if len(l.PIDs) > 0 && l.OwnerVisible {
-			parts = append(parts, fmt.Sprintf("pid %d (%s)", l.PIDs[0], strings.Join(l.Cmdline, " ")))
-		} else {
-			parts = append(parts, fmt.Sprintf("a process of uid %d", l.UID))
-		}
-	}
-	return strings.Join(parts, ", ")
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/procfleet/procfleet/actuate"
+	"github.com/procfleet/procfleet/reconciler"
 	"github.com/procfleet/procfleet/spec"
 )
 
@@ -58,18 +59,23 @@ func TestPlanDiff(t *testing.T) {
 	sort.Slice(servers, func(i, j int) bool { return servers[i].Metadata.Name < servers[j].Metadata.Name })
 	fleet := &spec.Fleet{Servers: servers, Files: []string{"fleet.yaml"}}
 	hash := func(name string) string { s, _ := fleet.Get(name); return s.Hash() }
-	owned := func(name string, cmdline []string, port int, specHash string) *observedServer {
-		return &observedServer{Verdict: actuate.VerdictOwned, Record: actuate.Record{Name: name, PID: 100 + port%100, PGID: 100 + port%100,
-			Cmdline: cmdline, Port: port, SpecHash: specHash}}
+	// view is a record as reconciler.Inspect gives it, from its verdict.
+	view := func(rv *reconciler.RecordView) *reconciler.RecordView {
+		rv.Observed = reconciler.ObservedFromRecord(rv.Record, nil, actuate.Verification{Verdict: rv.Verdict, Reason: rv.Reason, Message: rv.Message})
+		return rv
 	}
-	v := &fleetView{Fleet: fleet, Files: fleet.Files, Observed: map[string]*observedServer{
+	owned := func(name string, cmdline []string, port int, specHash string) *reconciler.RecordView {
+		return view(&reconciler.RecordView{Verdict: actuate.VerdictOwned, Record: actuate.Record{Name: name, PID: 100 + port%100, PGID: 100 + port%100,
+			Cmdline: cmdline, Port: port, SpecHash: specHash}})
+	}
+	v := &reconciler.Snapshot{Fleet: fleet, Files: fleet.Files, Records: map[string]*reconciler.RecordView{
 		"same":    owned("same", []string{"./srv", "-port", "9001"}, 9001, hash("same")),
 		"changed": owned("changed", []string{"./srv", "-port", "9002"}, 9002, "sha256:old"),
 		"envonly": owned("envonly", []string{"./srv"}, 9007, "sha256:old"),
-		"crashed": {Verdict: actuate.VerdictStale, Message: "pid 103 has exited", Record: actuate.Record{Name: "crashed", PID: 103}},
+		"crashed": view(&reconciler.RecordView{Verdict: actuate.VerdictStale, Message: "pid 103 has exited", Record: actuate.Record{Name: "crashed", PID: 103}}),
 		"gone":    owned("gone", []string{"./old"}, 9010, "sha256:gone"),
-		"odd": {Verdict: actuate.VerdictQuarantine, Reason: actuate.IdentityMismatch, Message: "command line differs",
-			Record: actuate.Record{Name: "odd", PID: 106, PGID: 106, Cmdline: []string{"./other"}}},
+		"odd": view(&reconciler.RecordView{Verdict: actuate.VerdictQuarantine, Reason: actuate.IdentityMismatch, Message: "command line differs",
+			Record: actuate.Record{Name: "odd", PID: 106, PGID: 106, Cmdline: []string{"./other"}}}),
 	}}
 	holder := func(port int) string {
 		if port == 9004 {

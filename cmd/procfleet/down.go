@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"io"
 	"os"
 	"slices"
 
@@ -11,6 +10,7 @@ import (
 
 	"github.com/procfleet/procfleet/internal/api"
 	"github.com/procfleet/procfleet/reconciler"
+	"github.com/procfleet/procfleet/spec"
 )
 
 func newDownCmd(opts *globalOptions) *cobra.Command {
@@ -41,21 +41,34 @@ not be (a quarantined one included, with how to stop it by hand).`,
 				return err
 			}
 			if _, err := os.Stat(path); os.IsNotExist(err) {
+				if len(names) > 0 {
+					// Nothing runs, but a name must still be one of the
+					// fleet's: a typo is never silently nothing.
+					var known []string
+					if f, err := spec.Load(opts.FleetPaths()...); err == nil {
+						for _, s := range f.Servers {
+							known = append(known, s.Metadata.Name)
+						}
+					}
+					if err := unknownNames(names, known); err != nil {
+						return fmt.Errorf("down: %w", err)
+					}
+				}
 				fmt.Fprintf(cmd.ErrOrStderr(), "no state folder at %s: nothing to stop\n", path)
 				return nil
 			}
 			sd, release, err := openLocked(opts, "down")
+			progress := newProgress(opts, cmd.ErrOrStderr())
 			if isLocked(err) {
 				if c := upClient(cmd.Context(), sd); c != nil {
 					defer c.Close()
-					return downThroughUp(cmd.Context(), c, cmd.ErrOrStderr(), names)
+					return downThroughUp(cmd.Context(), c, progress, names)
 				}
 			}
 			if err != nil {
 				return err
 			}
 			defer func() { _ = release() }()
-			progress := newProgress(cmd.ErrOrStderr(), opts.Verbosity > 0)
 			err = reconciler.Down(cmd.Context(), reconciler.DownConfig{
 				Files: opts.FleetPaths(), StateDir: sd, Log: opts.Logger().WithName("down"), OnEvent: progress.event,
 			}, names)
@@ -71,7 +84,7 @@ not be (a quarantined one included, with how to stop it by hand).`,
 
 // downThroughUp asks the running up to stop the servers and keep them
 // stopped (until the fleet files change, an apply, or up restarts).
-func downThroughUp(ctx context.Context, c *api.Client, stderr io.Writer, names []string) error {
+func downThroughUp(ctx context.Context, c *api.Client, progress *progress, names []string) error {
 	var st reconciler.Status
 	err := c.Down(ctx, names, &st)
 	if err != nil {
@@ -79,9 +92,9 @@ func downThroughUp(ctx context.Context, c *api.Client, stderr io.Writer, names [
 	}
 	for _, s := range st.Servers {
 		if len(names) == 0 || slices.Contains(names, s.Name) {
-			fmt.Fprintf(stderr, "%s: %s\n", s.Name, describe(s))
+			progress.say(s.Name+": "+reconciler.PhaseSummary(s), "Server", "server", s.Name, "phase", s.Phase.String(), "reason", s.Reason, "message", s.Message)
 		}
 	}
-	fmt.Fprintln(stderr, "procfleet up keeps them stopped until the fleet files change, 'procfleet apply', or up restarts")
+	progress.say("procfleet up keeps them stopped until the fleet files change, 'procfleet apply', or up restarts", "Kept stopped by up")
 	return nil
 }

@@ -133,6 +133,16 @@ func (o *globalOptions) Logger() logr.Logger {
 	if out == nil {
 		out = os.Stderr
 	}
+	zl := newZap(out, o.logFormat(out), o.Verbosity)
+	l := zapr.NewLogger(zl)
+	o.log = &l
+	o.sync = zl.Sync
+	return l
+}
+
+// logFormat is the effective log format for out: auto is console on a
+// terminal, json otherwise.
+func (o *globalOptions) logFormat(out io.Writer) string {
 	format := o.LogFormat
 	if format == "" || format == logFormatAuto {
 		format = logFormatJSON
@@ -140,11 +150,17 @@ func (o *globalOptions) Logger() logr.Logger {
 			format = logFormatConsole
 		}
 	}
-	zl := newZap(out, format, o.Verbosity)
-	l := zapr.NewLogger(zl)
-	o.log = &l
-	o.sync = zl.Sync
-	return l
+	return format
+}
+
+// jsonLogs reports whether stderr gets one JSON object a line: then every
+// line a command writes there (progress included) is a log entry.
+func (o *globalOptions) jsonLogs() bool {
+	out := o.logOut
+	if out == nil {
+		out = os.Stderr
+	}
+	return o.logFormat(out) == logFormatJSON
 }
 
 // syncLogs flushes buffered log entries; main calls it before exiting.

@@ -13,10 +13,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/procfleet/procfleet/actuate"
-	"github.com/procfleet/procfleet/observe"
 	"github.com/procfleet/procfleet/reconciler"
-	"github.com/procfleet/procfleet/spec"
 )
 
 // goldenNow is the "now" of the golden files.
@@ -201,80 +198,6 @@ func contains(list []string, s string) bool {
 
 // TestComposeServer: status without a running up's word, from the record's
 // verdict, the readiness check and status.json.
-func TestComposeServer(t *testing.T) {
-	decl := &spec.Server{Metadata: spec.ObjectMeta{Name: "api"}, Spec: spec.ServerSpec{Command: []string{"./api"}, Port: 8080}}
-	rec := actuate.Record{Name: "api", PID: 100, PGID: 100, Port: 8080, Cmdline: []string{"./api"}, StartedAt: goldenNow.Add(-time.Hour)}
-	owned := func(ready *observe.ProbeResult) *observedServer {
-		return &observedServer{Record: rec, Verdict: actuate.VerdictOwned, Ready: ready}
-	}
-	stale := &observedServer{Record: rec, Verdict: actuate.VerdictStale, Message: "pid 100 has exited"}
-	crashLoop := &reconciler.ServerStatus{Name: "api", Phase: reconciler.PhaseCrashLoopBackOff, Reason: "back-off 2s", Restarts: 3,
-		LastExit: &reconciler.LastExit{Code: 2, Reason: "exited with code 2"}}
-	starting := &reconciler.ServerStatus{Name: "api", Phase: reconciler.PhaseStarting, Reason: "not running"}
-	failed := &reconciler.ServerStatus{Name: "api", Phase: reconciler.PhaseFailed, Reason: "exited with code 2",
-		LastExit: &reconciler.LastExit{Code: 2, Reason: "exited with code 2"}}
-
-	tests := []struct {
-		name        string
-		in          composeInput
-		wantPhase   reconciler.Phase
-		wantReady   bool
-		wantPID     int
-		wantReason  string
-		wantMessage string // substring
-		wantRestart int
-	}{
-		{"owned, ready", composeInput{Declared: decl, Observed: owned(&observe.ProbeResult{OK: true})},
-			reconciler.PhaseRunning, true, 100, "ready", "", 0},
-		{"owned, no readiness check", composeInput{Declared: decl, Observed: owned(nil)},
-			reconciler.PhaseRunning, true, 100, "ready", "", 0},
-		{"owned, not ready", composeInput{Declared: decl, Observed: owned(&observe.ProbeResult{Message: "connect: connection refused"})},
-			reconciler.PhaseRunning, false, 100, "not ready", "connection refused", 0},
-		{"owned, starting under up", composeInput{Declared: decl, Observed: owned(&observe.ProbeResult{}), Saved: starting, UpRunning: true},
-			reconciler.PhaseStarting, false, 100, "not running", "", 0},
-		{"owned, no longer declared", composeInput{Undeclared: true, Observed: owned(nil)},
-			reconciler.PhaseRunning, true, 100, reasonUndeclared, "procfleet down api", 0},
-		{"stale record, no up", composeInput{Declared: decl, Observed: stale},
-			reconciler.PhaseFailed, false, 0, reasonExited, "no procfleet up is running", 0},
-		{"stale record, up backing off", composeInput{Declared: decl, Observed: stale, Saved: crashLoop, UpRunning: true},
-			reconciler.PhaseCrashLoopBackOff, false, 0, "back-off 2s", "", 3},
-		{"crash loop left by a dead up", composeInput{Declared: decl, Saved: crashLoop},
-			reconciler.PhaseFailed, false, 0, reasonExited, "exited with code 2; no procfleet up", 3},
-		{"failed kept", composeInput{Declared: decl, Saved: failed},
-			reconciler.PhaseFailed, false, 0, "exited with code 2", "", 0},
-		{"never started", composeInput{Declared: decl},
-			reconciler.PhaseStopped, false, 0, reasonNotStarted, "procfleet apply", 0},
-		{"never started, up running", composeInput{Declared: decl, UpRunning: true},
-			reconciler.PhasePending, false, 0, reasonNotRunning, "up will start it", 0},
-		{"quarantined", composeInput{Declared: decl, Observed: &observedServer{Record: rec, Verdict: actuate.VerdictQuarantine,
-			Reason: actuate.IdentityMismatch, Message: "command line differs"}},
-			reconciler.PhaseQuarantined, false, 100, "IdentityMismatch", "kill -TERM -- -100", 0},
-		{"untrusted record", composeInput{Declared: decl, Observed: &observedServer{Record: actuate.Record{Name: "api"},
-			Untrusted: &actuate.UntrustedRecordError{Name: "api", Path: "/s/servers/api.json", Reason: "does not parse"}}},
-			reconciler.PhaseQuarantined, false, 0, "UntrustedRecord", "/s/servers/api.json cannot be trusted (does not parse); procfleet never reads it", 0},
-		{"stale and undeclared", composeInput{Undeclared: true, Observed: stale},
-			reconciler.PhaseStopped, false, 0, reasonUndeclared, "has exited", 0},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			tt.in.Name = "api"
-			got := composeServer(tt.in, goldenNow)
-			if got.Phase != tt.wantPhase || got.Ready != tt.wantReady || got.PID != tt.wantPID || got.Reason != tt.wantReason || got.Restarts != tt.wantRestart {
-				t.Errorf("got phase %s ready %v pid %d reason %q restarts %d; want %s %v %d %q %d",
-					got.Phase, got.Ready, got.PID, got.Reason, got.Restarts, tt.wantPhase, tt.wantReady, tt.wantPID, tt.wantReason, tt.wantRestart)
-			}
-			if !strings.Contains(got.Message, tt.wantMessage) {
-				t.Errorf("message %q, want it to contain %q", got.Message, tt.wantMessage)
-			}
-			if len(got.Conditions) != 1 || got.Conditions[0].Type != reconciler.ConditionReady {
-				t.Fatalf("conditions = %+v, want one Ready condition", got.Conditions)
-			}
-			if c := got.Conditions[0]; (c.Status == reconciler.ConditionTrue) != got.Ready || c.LastTransitionTime.IsZero() {
-				t.Errorf("Ready condition %+v does not match ready=%v or has no transition time", c, got.Ready)
-			}
-		})
-	}
-}
 
 func TestShortAge(t *testing.T) {
 	for _, tt := range []struct {

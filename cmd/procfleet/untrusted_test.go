@@ -218,7 +218,7 @@ func TestUntrustedAdvice(t *testing.T) {
 			[]string{"/s/servers/api.json cannot be trusted (parse: unexpected EOF)", "was moved aside to /s/servers/api.json.corrupt-1", "delete it"},
 			"never reads it"},
 	} {
-		got := untrustedAdvice(&tt.ue)
+		got := reconciler.UntrustedAdvice(&tt.ue)
 		for _, w := range tt.want {
 			if !strings.Contains(got, w) {
 				t.Errorf("untrustedAdvice(%+v) = %q, want %q in it", tt.ue, got, w)

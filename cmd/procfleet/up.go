@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/go-logr/logr"
 	"github.com/spf13/cobra"
 
 	"github.com/procfleet/procfleet/actuate"
@@ -65,6 +66,11 @@ pid of the first.`,
 }
 
 func runUp(ctx context.Context, opts *globalOptions, stderr io.Writer, downOnExit bool, metricsAddr string) error {
+	// The files first: up with no fleet file, or with files that do not
+	// load, fails before it creates or locks anything.
+	if _, err := spec.Load(opts.FleetPaths()...); err != nil {
+		return fleetError("up", err)
+	}
 	sd, release, err := openLocked(opts, "up")
 	if err != nil {
 		return err
@@ -76,10 +82,15 @@ func runUp(ctx context.Context, opts *globalOptions, stderr io.Writer, downOnExi
 	}
 	defer stopMetrics()
 	log := opts.Logger()
-	progress := newProgress(stderr, opts.Verbosity > 0)
+	progress := newProgress(opts, stderr)
+	files := strings.Join(opts.FleetPaths(), ", ")
 	r, err := reconciler.New(reconciler.Config{
 		Files: opts.FleetPaths(), StateDir: sd, Log: log.WithName("reconciler"), OnEvent: progress.event,
 		Metrics: metrics,
+		OnRunning: func() {
+			progress.say(fmt.Sprintf("procfleet up (pid %d): watching %s; state in %s; Ctrl-C leaves the servers running", os.Getpid(), files, sd.Path),
+				"Watching", "pid", os.Getpid(), "files", opts.FleetPaths(), "stateDir", sd.Path)
+		},
 	})
 	if err != nil {
 		return err
@@ -100,18 +111,27 @@ func runUp(ctx context.Context, opts *globalOptions, stderr io.Writer, downOnExi
 			}
 		})
 	}
-	fmt.Fprintf(stderr, "procfleet up (pid %d): watching %s; state in %s; Ctrl-C leaves the servers running\n",
-		os.Getpid(), strings.Join(opts.FleetPaths(), ", "), sd.Path)
 	if err := r.Run(ctx); err != nil {
 		return fleetError("up", err)
 	}
 	cancel()
 	served.Wait()
 	if !downOnExit {
-		fmt.Fprintf(stderr, "procfleet up: exiting; servers left running (the next 'procfleet up' adopts them; 'procfleet down' stops them)\n")
+		running := 0
+		for _, s := range r.Status().Servers {
+			if s.PID != 0 && s.Phase != reconciler.PhaseQuarantined {
+				running++
+			}
+		}
+		if running == 0 {
+			progress.say("procfleet up: exiting; no server is running", "Exiting", "running", 0)
+			return nil
+		}
+		progress.say(fmt.Sprintf("procfleet up: exiting; %d server(s) left running (the next 'procfleet up' adopts them; 'procfleet down' stops them)", running),
+			"Exiting; servers left running", "running", running)
 		return nil
 	}
-	fmt.Fprintf(stderr, "procfleet up: stopping every server (--down-on-exit)\n")
+	progress.say("procfleet up: stopping every server (--down-on-exit)", "Stopping every server", "reason", "--down-on-exit")
 	dctx, cancel := context.WithTimeout(context.Background(), downOnExitTimeout)
 	defer cancel()
 	err = reconciler.Down(dctx, reconciler.DownConfig{
@@ -187,18 +207,34 @@ func fleetError(command string, err error) error {
 	return fmt.Errorf("%s: %w", command, err)
 }
 
-// progress prints one line per server event on stderr: "api: starting",
-// "api: ready in 0.41s (pid 123)", "api: failed: exited with code 1 ...".
+// progress reports what happens on stderr: one line per server event
+// ("api: starting", "api: ready in 0.41s (pid 123)") and the command's own
+// notes. With JSON logs (--log-format json, or auto when stderr is not a
+// terminal) each is a JSON log entry instead, so that stderr holds one JSON
+// object a line and nothing else.
 type progress struct {
 	mu      sync.Mutex
 	w       io.Writer
 	verbose bool
+	// log is set for JSON logs.
+	log *logr.Logger
 }
 
-func newProgress(w io.Writer, verbose bool) *progress { return &progress{w: w, verbose: verbose} }
+func newProgress(opts *globalOptions, w io.Writer) *progress {
+	p := &progress{w: w, verbose: opts.Verbosity > 0}
+	if opts.jsonLogs() {
+		l := opts.Logger().WithName("progress")
+		p.log = &l
+	}
+	return p
+}
 
 func (p *progress) event(e reconciler.Event) {
 	if e.Detail && !p.verbose {
+		return
+	}
+	if p.log != nil {
+		p.log.Info("Event", "server", e.Server, "type", e.Type, "reason", e.Reason, "message", e.Message)
 		return
 	}
 	msg := e.Message
@@ -208,4 +244,15 @@ func (p *progress) event(e reconciler.Event) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	fmt.Fprintf(p.w, "%s: %s\n", e.Server, msg)
+}
+
+// say writes a note: text as given, or with JSON logs msg with kv.
+func (p *progress) say(text, msg string, kv ...any) {
+	if p.log != nil {
+		p.log.Info(msg, kv...)
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	fmt.Fprintln(p.w, text)
 }

@@ -64,7 +64,8 @@ const (
 type ReloadRequest struct {
 	// Wait makes the call return only once the fleet has converged.
 	Wait bool `json:"wait,omitempty"`
-	// Timeout bounds the wait, as a Go duration ("90s"); empty means none.
+	// Timeout bounds the call (with wait, the wait), as a Go duration
+	// ("90s"); empty means none.
 	Timeout string `json:"timeout,omitempty"`
 }
 
@@ -150,9 +151,6 @@ func decodeReload(data []byte) (wait bool, timeout time.Duration, err error) {
 		}
 		if timeout < 0 || timeout > MaxReloadTimeout {
 			return false, 0, fmt.Errorf("%w: timeout %s is outside [0, %s]", ErrInvalid, timeout, MaxReloadTimeout)
-		}
-		if !req.Wait && timeout != 0 {
-			return false, 0, fmt.Errorf("%w: timeout without wait", ErrInvalid)
 		}
 	}
 	return req.Wait, timeout, nil

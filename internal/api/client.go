@@ -131,7 +131,7 @@ func (c *Client) Status(ctx context.Context, names []string, out any) error {
 // The result, also sent with an ErrFailed error, is decoded into out.
 func (c *Client) Reload(ctx context.Context, wait bool, timeout time.Duration, out any) error {
 	req := ReloadRequest{Wait: wait}
-	if timeout > 0 {
+	if wait && timeout > 0 {
 		req.Timeout = timeout.String()
 	}
 	return c.do(ctx, http.MethodPost, "/v1/reload", req, out)
