@@ -163,6 +163,8 @@ type Action struct {
 	Message string
 	// Lifted: a quarantine ends first (why, for the event).
 	Lifted string
+	// Quiet: a wait that is no news (a stop waiting for its dependents).
+	Quiet bool
 }
 
 // Port re-checks of a PortConflict quarantine (DESIGN.md "Starting"): a
@@ -240,7 +242,7 @@ func PlanServer(name string, desired map[string]Desired, observed map[string]Obs
 	if d.Held {
 		if o.running() || o.Starting {
 			if waiting := stoppingDependents(name, desired, observed); len(waiting) > 0 {
-				a.Kind, a.Reason = ActionWait, "waiting for dependents to stop: "+strings.Join(waiting, ", ")
+				a.Kind, a.Reason, a.Quiet = ActionWait, "waiting for dependents to stop: "+strings.Join(waiting, ", "), true
 				return a
 			}
 			a.Kind, a.Phase, a.Reason = ActionStop, PhaseStopping, ReasonStoppedByUser
@@ -264,7 +266,7 @@ func planUndeclared(a Action, name string, o Observed, desired map[string]Desire
 	// Dependents first: a pruned server that another running, pruned
 	// server depends on waits for it to stop.
 	if waiting := stoppingDependents(name, desired, observed); len(waiting) > 0 {
-		a.Kind, a.Reason = ActionWait, "waiting for dependents to stop: "+strings.Join(waiting, ", ")
+		a.Kind, a.Reason, a.Quiet = ActionWait, "waiting for dependents to stop: "+strings.Join(waiting, ", "), true
 		return a
 	}
 	a.Kind, a.Phase, a.Reason = ActionStop, PhaseStopping, "removed from the fleet files"

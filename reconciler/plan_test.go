@@ -161,6 +161,45 @@ func TestPlanServer(t *testing.T) {
 			want:     func() Action { a := want("api", ActionStart, PhaseStarting, "not running"); a.Fresh = true; return a }(),
 		},
 		{
+			name:     "apply: first exit before Ready => restart at once, the rule named",
+			desired:  map[string]Desired{"api": {Server: srv("api", spec.RestartAlways), Hash: "h1", OneShot: true}},
+			observed: map[string]Observed{"api": {Exit: exit1, ExitHash: "h1", ExitsBeforeReady: 1, RestartRule: "exit 1 within 10s of Ready: first restart at once"}},
+			server:   "api",
+			want:     want("api", ActionStart, PhaseStarting, "restarting after exited with code 1 (exit 1 within 10s of Ready: first restart at once)"),
+		},
+		{
+			name:     "apply: second exit before Ready => Failed",
+			desired:  map[string]Desired{"api": {Server: srv("api", spec.RestartAlways), Hash: "h1", OneShot: true}},
+			observed: map[string]Observed{"api": {Exit: exit1, ExitHash: "h1", ExitsBeforeReady: 2}},
+			server:   "api",
+			want:     want("api", ActionNothing, PhaseFailed, "exited with code 1"),
+		},
+		{
+			name:     "apply: exit after Ready => Failed",
+			desired:  map[string]Desired{"api": {Server: srv("api", spec.RestartAlways), Hash: "h1", OneShot: true}},
+			observed: map[string]Observed{"api": {Exit: exit1, ExitHash: "h1", ExitAfterReady: true}},
+			server:   "api",
+			want:     want("api", ActionNothing, PhaseFailed, "exited with code 1"),
+		},
+		{
+			name:     "up: exit after Ready => restart",
+			desired:  one("api", spec.RestartAlways),
+			observed: map[string]Observed{"api": {Exit: exit1, ExitHash: "h1", ExitAfterReady: true, ExitsBeforeReady: 5}},
+			server:   "api",
+			want:     want("api", ActionStart, PhaseStarting, "restarting after exited with code 1"),
+		},
+		{
+			name:     "untrusted record quarantine lifted => start, lifting first",
+			desired:  one("api", spec.RestartAlways),
+			observed: map[string]Observed{"api": {Lifted: "pid 9 is gone", Phase: PhaseQuarantined}},
+			server:   "api",
+			want: func() Action {
+				a := want("api", ActionStart, PhaseStarting, "not running")
+				a.Fresh, a.Lifted, a.Phase = true, "pid 9 is gone", PhaseStarting
+				return a
+			}(),
+		},
+		{
 			name:     "backoff not expired => wait in CrashLoopBackOff",
 			desired:  one("api", spec.RestartAlways),
 			observed: map[string]Observed{"api": {Exit: exit1, ExitHash: "h1", BackoffRemaining: 4 * time.Second}},
@@ -211,6 +250,7 @@ func TestPlanServer(t *testing.T) {
 			server: "db",
 			want: func() Action {
 				a := want("db", ActionWait, PhaseRunning, "waiting for dependents to stop: api")
+				a.Quiet = true
 				return a
 			}(),
 		},
@@ -336,7 +376,11 @@ func TestPlanServer(t *testing.T) {
 				"api": withRunning(running, func(o *Observed) { o.DependsOn = []string{"db"} }),
 			},
 			server: "db",
-			want:   want("db", ActionWait, PhaseRunning, "waiting for dependents to stop: api"),
+			want: func() Action {
+				a := want("db", ActionWait, PhaseRunning, "waiting for dependents to stop: api")
+				a.Quiet = true
+				return a
+			}(),
 		},
 		{
 			name: "held by down, its dependent stays declared => stop",

@@ -78,7 +78,7 @@ func (b *Backoff) After(crashes int, readyFor time.Duration) Restart {
 	if n == 1 {
 		return Restart{Crashes: n, Rule: fmt.Sprintf("exit 1 within %s of Ready: first restart at once", b.window())}
 	}
-	return Restart{Crashes: n, Delay: d, Rule: fmt.Sprintf("exit %d in a row within %s of Ready: back-off %s (%s x 2^(n-2), capped at %s)", n, b.window(), d, b.base(), b.max())}
+	return Restart{Crashes: n, Delay: d, Rule: fmt.Sprintf("exit %d in a row within %s of Ready; back-off %s x 2^(n-2), capped at %s", n, b.window(), b.base(), b.max())}
 }
 
 // Delay is the wait before the restart after the n-th exit of a loop: 0 for

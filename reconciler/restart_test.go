@@ -20,7 +20,7 @@ func TestBackoffAfter(t *testing.T) {
 	}{
 		{"never ready, first exit: at once", def, 0, 0, Restart{Crashes: 1}, []string{"first restart at once"}},
 		{"ready 9.9s: counts, first", def, 0, 9900 * time.Millisecond, Restart{Crashes: 1}, []string{"exit 1 within 10s"}},
-		{"ready 9.9s after one crash: 1s", def, 1, 9900 * time.Millisecond, Restart{Crashes: 2, Delay: time.Second}, []string{"exit 2 in a row", "back-off 1s"}},
+		{"ready 9.9s after one crash: 1s", def, 1, 9900 * time.Millisecond, Restart{Crashes: 2, Delay: time.Second}, []string{"exit 2 in a row", "back-off 1s x 2^(n-2)"}},
 		{"ready 10s: not a loop, count reset", def, 7, 10 * time.Second, Restart{}, []string{"ran Ready for 10s", "count reset"}},
 		{"ready an hour: not a loop", def, 3, time.Hour, Restart{}, []string{"not a crash loop"}},
 		{"third in a row: 2s", def, 2, 0, Restart{Crashes: 3, Delay: 2 * time.Second}, nil},

@@ -66,7 +66,7 @@ func settled(v settleView, mode settleMode) settleVerdict {
 	if mode == settleDown || !v.declared || v.held {
 		switch {
 		case v.phase == PhaseQuarantined:
-			return failedBecause("quarantined: nothing was signalled")
+			return failedBecause("")
 		case v.phase == PhaseFailed && !v.running && !v.starting:
 			return failedBecause("")
 		case v.running || v.starting || v.phase == PhaseStopping:

@@ -375,6 +375,9 @@ func (s *state) stopping(name, reason string, announce bool) ([]Event, error) {
 	if !announce {
 		return nil, nil
 	}
+	if reason == ReasonStoppedByUser {
+		return []Event{ev(EventNormal, ReasonStopping, "stopping")}, nil
+	}
 	return []Event{ev(EventNormal, ReasonStopping, "stopping: "+reason)}, nil
 }
 
@@ -491,8 +494,9 @@ func (s *state) lift(name, why string, now time.Time) ([]Event, error) {
 }
 
 // wait: nothing can be done yet (a dependency is not Ready, dependents
-// still run). Running and Stopping servers keep their phase.
-func (s *state) wait(name, reason string) ([]Event, error) {
+// still run). Running and Stopping servers keep their phase. quiet: no
+// event (a stop that waits for its dependents says so when it stops).
+func (s *state) wait(name, reason string, quiet bool) ([]Event, error) {
 	if err := s.may(name, tWait); err != nil {
 		return nil, err
 	}
@@ -503,7 +507,7 @@ func (s *state) wait(name, reason string) ([]Event, error) {
 	} else {
 		s.reason = reason
 	}
-	if !changed || s.phase != PhasePending {
+	if !changed || quiet || s.phase != PhasePending {
 		return nil, nil
 	}
 	return []Event{ev(EventNormal, ReasonWaiting, reason)}, nil

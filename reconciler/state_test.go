@@ -44,7 +44,7 @@ func callTransition(t transition, s *state, now time.Time) ([]Event, error) {
 	case tLift:
 		return s.lift("api", "pid 42 is gone", now)
 	case tWait:
-		return s.wait("api", "waiting for db to be Ready")
+		return s.wait("api", "waiting for db to be Ready", false)
 	case tBackOff:
 		return s.backOff("api", "back-off 1s")
 	case tFail:

@@ -647,7 +647,7 @@ func (r *Reconciler) apply(ctx context.Context, s *server, d Desired, a Action, 
 			if a.Phase == PhaseCrashLoopBackOff {
 				return st.backOff(s.name, a.Reason)
 			}
-			return st.wait(s.name, a.Reason)
+			return st.wait(s.name, a.Reason, a.Quiet)
 		})
 	case ActionAdopt:
 		return res, r.adopt(ctx, s, d, *ob.rec, ob.handle)
@@ -782,6 +782,12 @@ func (r *Reconciler) start(ctx context.Context, s *server, d Desired, a Action) 
 	req := startRequest(d.Server, d.Hash)
 	running, err := r.act.Spawn(ctx, req)
 	if err != nil {
+		var se *actuate.StartError
+		if errors.As(err, &se) && se.Reason == actuate.ReasonPortConflict {
+			// Look at the port again soon: the server starts once it is
+			// free (Plan re-checks it, with backoff).
+			return Result{RequeueAfter: portRecheck(0)}, r.startFailed(s, d, err)
+		}
 		return Result{}, r.startFailed(s, d, err)
 	}
 	s.gen++

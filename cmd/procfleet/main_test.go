@@ -354,3 +354,27 @@ func TestExampleModelines(t *testing.T) {
 		}
 	}
 }
+
+// TestQuickstartSessionInREADME: the README's quick-start session is
+// testdata/quickstart-session.txt, byte for byte.
+func TestQuickstartSessionInREADME(t *testing.T) {
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := os.ReadFile("testdata/quickstart-session.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const open = "```text\n$ ./examples/quickstart/run.sh"
+	s := string(readme)
+	i := strings.Index(s, open)
+	if i < 0 {
+		t.Fatal("README has no quick-start session block")
+	}
+	block := s[i+len("```text\n"):]
+	block = block[:strings.Index(block, "```")]
+	if block != string(want) {
+		t.Errorf("README's quick-start session differs from testdata/quickstart-session.txt:\n%s", cmp.Diff(string(want), block))
+	}
+}
