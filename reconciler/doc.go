@@ -15,57 +15,61 @@
 //     its record verified against the kernel). Exits are events (pidfd or
 //     kqueue through observe.ExitWatcher), never found by polling. A Ready
 //     server without declared probes costs nothing between resyncs.
+//   - One writer. Only the worker that holds a server's key changes its
+//     state, and only through the named transitions of state.go, each
+//     legal from a listed set of phases (an illegal one is an error). Exit
+//     watchers, readiness waits, probes, exit-status looks and record scans
+//     post what they learn to the server's inbox and enqueue it.
 //   - Stingy. The queue (client-go's typed rate-limiting work queue)
 //     dedups names; a server being reconciled is only marked dirty and runs
 //     once more after; one server is never reconciled by two workers at
 //     once; Workers bounds the parallelism.
-//   - Plan is pure. Plan and PlanServer map (desired, observed) to actions
-//     (Start, Stop, Replace, Quarantine, Wait, Adopt, Nothing) with a reason;
-//     applying them is the only side effect, in numbered steps.
+//   - Plan decides. Plan and PlanServer map (desired, observed) to actions
+//     (Start, Stop, Replace, Quarantine, Wait, Adopt, Nothing) with a reason,
+//     including apply's one-shot rules and whether a start forgets the
+//     crash loop; applying them is the only side effect, in numbered steps.
+//   - One "done". settled decides, for apply (with and without --wait),
+//     Converge, Reload's wait and down, whether a server is done, and only
+//     from a pass made after the wait began.
+//   - One observation. Inspect, the read-only snapshot that status,
+//     describe and diff take without up, verifies records with the same
+//     ObservedFromRecord and runs probes with the same ProbeOnce as up.
 //   - Never twice. Every record that ownership rule 2 proves is adopted
 //     (watched, probed), never started again; a server being started is
-//     never started again until its readiness wait ends. An adopted
-//     process's exit is not held back for its status: it is restarted at
-//     once, and its exit code is filled in later from its pidfd once its
-//     parent reaps it (Linux >= 6.15; LastExit).
+//     never started again until its readiness wait ends.
 //   - Never a stranger. Quarantined servers (rules 4-7, PortConflict,
-//     Unkillable) are reported and never signalled; a stale or reused record
-//     is removed without a signal. An UntrustedRecord quarantine is lifted
-//     on a resync once the process its moved-aside record named is gone,
-//     the port is free and no process runs the declared command line; a
-//     tracked server whose record turns untrusted gets a fresh record
-//     written from its pinned process (event RecordRewritten).
+//     Unkillable) are reported and never signalled (a quarantined process
+//     is pinned for its exit only, so that a stop by hand is seen at once);
+//     a stale or reused record is removed without a signal. An
+//     UntrustedRecord quarantine is lifted once the process its moved-aside
+//     record named is gone, the port is free and no process runs the
+//     declared command line; a tracked server whose record turns untrusted
+//     gets a fresh record written from its pinned process.
+//   - A held port is waited for: a PortConflict quarantine re-reads the
+//     socket tables from 100 ms, doubling to 1 s, and the server starts
+//     once the port is free.
 //   - Parallel. Starting only spawns on a worker; readiness is awaited on
 //     its own goroutine, so independent servers start in parallel.
 //     dependsOn orders starts (dependents wait for Ready) and prunes and
 //     down (dependents stop first).
-//   - Restarts follow restartPolicy with Backoff, a pure rate limiter on an
-//     injected clock: the first restart after a reset is immediate, the
-//     n-th waits 1 s x 2^(n-2), capped at 5 min; the count resets after
-//     10 min Ready. Meanwhile the phase is CrashLoopBackOff.
-//   - File events are hints. Folders are watched, events on names that
-//     cannot change what spec.Load reads are ignored, the rest debounced;
-//     then every file is re-read and compared by content. A read that
-//     differs from the fleet in force is applied only when a second read
-//     confirms it: at once when every event put a whole file into place
-//     (rename or create, each file declaring servers), one debounce later
-//     after any write, and 16 debounces later when a file declares no
-//     server (an in-place save caught after its truncate), so a file caught
-//     mid in-place save prunes nothing unless its writer stalls between
-//     truncate and write for that long (inotify never says a writer has
-//     finished);
-//     an inotify overflow re-reads everything; a save that changes nothing
-//     changes nothing running; a file that does not load keeps the last good
-//     fleet in force and shows its errors (Status.Errors).
+//   - Restarts follow restartPolicy and Backoff, pure arithmetic: an exit
+//     after 10 s of Ready restarts at once and resets the count; sooner,
+//     the first restart is immediate, the n-th waits 1 s x 2^(n-2), capped
+//     at 60 s (CrashLoopBackOff meanwhile); a fresh start (new spec) resets
+//     it. The reason says which rule applied. apply restarts a first exit
+//     before Ready and gives up at the second, or at an exit after Ready.
+//   - File events are hints (FleetWatcher): folders are watched, events
+//     debounced, every file re-read and compared by content, a file that
+//     does not load keeps the last good fleet in force (Status.Errors).
 //   - Reported. Every event (starting, ready, exited with reason, backing
-//     off, replaced, stopped, adopted, quarantined) is logged with the
-//     server's name, kept in a bounded ring per server and appended to the
-//     server's events file; status.json is rewritten after changes, at
-//     most every 50 ms.
+//     off, replaced, stopped, adopted, quarantined, and each signal with its
+//     evidence) is logged with the server's name, kept in a bounded ring per
+//     server and appended to the server's events file, by up, apply and
+//     down alike; status.json is rewritten after changes, at most every
+//     50 ms.
 //   - Logs rotated. Run rotates the servers' logs (logs/*.log) that have
 //     reached Config.LogRotation's size as it starts and on each periodic
-//     resync, as the holder of the state folder's lock (internal/logfile:
-//     copy, then cut the live file, which the server keeps writing).
+//     resync, as the holder of the state folder's lock.
 //
 // Faults (each made for real in faults_linux_test.go):
 //   - The state folder full or read-only when a server's record is
@@ -74,8 +78,8 @@
 //     without a record; the start fails with the cause ("write record: ...:
 //     no space left on device" in the last exit, the phase and a Failed
 //     event), is retried with the restart backoff (CrashLoopBackOff
-//     meanwhile; Failed with apply), and succeeds once there is room. Other
-//     servers are not touched.
+//     meanwhile; Failed with apply at the second failure), and succeeds
+//     once there is room. Other servers are not touched.
 //   - A record that cannot be removed: a stop of a proven process still
 //     stops it, then fails saying "pid N stopped, but its record stays"
 //     (phase Failed, a Failed event; down reports it). The record left names
@@ -100,6 +104,9 @@
 //     down fails), and that quarantine is not kept once a resync verifies
 //     it.
 //
-// Run is `procfleet up`; Converge is `procfleet apply` (OneShot: a server
-// that fails is reported, not restarted); Down is `procfleet down`.
+// Run is `procfleet up`; Converge is `procfleet apply`; Down is
+// `procfleet down` (DownServers through a running up); Inspect is what
+// status, describe and diff see without up. ARCHITECTURE.md at the root of
+// the repository draws the state machine and maps DESIGN.md's rules to the
+// code.
 package reconciler

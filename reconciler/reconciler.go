@@ -800,7 +800,8 @@ func (r *Reconciler) settledAll(names []string, since uint64, began time.Time, m
 	for _, n := range names {
 		s := r.servers[n]
 		d, declared := r.desired[n]
-		v := settleView{declared: declared && d.Server != nil, held: r.held[n], waitedOn: waitedOn[n]}
+		_, toStop := r.stopping[n]
+		v := settleView{declared: declared && d.Server != nil, held: r.held[n], waitedOn: waitedOn[n], toStop: toStop}
 		if s != nil {
 			st := &s.st
 			v.passed = s.lastPass > since

@@ -35,6 +35,9 @@ type settleView struct {
 	completed bool
 	// waitedOn: a declared server waits for it to be Ready (dependsOn).
 	waitedOn bool
+	// toStop: a down has yet to stop it (it may wait for its dependents
+	// without ever having been looked at as running).
+	toStop bool
 }
 
 // settleVerdict is settled's answer for one server.
@@ -69,7 +72,7 @@ func settled(v settleView, mode settleMode) settleVerdict {
 			return failedBecause("")
 		case v.phase == PhaseFailed && !v.running && !v.starting:
 			return failedBecause("")
-		case v.running || v.starting || v.phase == PhaseStopping:
+		case v.running || v.starting || v.toStop || v.phase == PhaseStopping:
 			return pending
 		}
 		return ok
@@ -77,7 +80,9 @@ func settled(v settleView, mode settleMode) settleVerdict {
 	switch {
 	case v.phase == PhaseQuarantined, v.phase == PhaseFailed:
 		return failedBecause("")
-	case v.exitsBeforeReady >= 2:
+	case v.exitsBeforeReady >= 2 && v.phase != PhasePending:
+		// Pending: the pass that decides (Failed, or a backed-off
+		// restart) is on its way.
 		return failedBecause("exited twice before it was Ready")
 	case mode == settleWait && v.exitedAfterReady:
 		return failedBecause("exited after it was Ready")

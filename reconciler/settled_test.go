@@ -24,6 +24,7 @@ func TestSettled(t *testing.T) {
 		{"down: still running", with(running, func(v *settleView) { v.held = true }), settleDown, pending},
 		{"down: starting", settleView{passed: true, phase: PhaseStarting, starting: true}, settleDown, pending},
 		{"down: stopping", settleView{passed: true, phase: PhaseStopping}, settleDown, pending},
+		{"down: waits for its dependents, never looked at as running", settleView{passed: true, phase: PhasePending, toStop: true}, settleDown, pending},
 		{"down: quarantined", settleView{passed: true, phase: PhaseQuarantined}, settleDown, failedBecause("")},
 		{"down: stop failed", settleView{passed: true, phase: PhaseFailed}, settleDown, failedBecause("")},
 
@@ -35,6 +36,8 @@ func TestSettled(t *testing.T) {
 		{"quarantined", settleView{declared: true, passed: true, phase: PhaseQuarantined}, settleWait, failedBecause("")},
 		{"failed", settleView{declared: true, passed: true, phase: PhaseFailed}, settleApply, failedBecause("")},
 		{"two exits before Ready", settleView{declared: true, passed: true, phase: PhaseStarting, starting: true, exitsBeforeReady: 2}, settleWait, failedBecause("exited twice before it was Ready")},
+		{"two exits before Ready, the deciding pass not made yet", settleView{declared: true, passed: true, phase: PhasePending, exitsBeforeReady: 2}, settleWait, pending},
+		{"two exits before Ready, backing off under up", settleView{declared: true, passed: true, phase: PhaseCrashLoopBackOff, exitsBeforeReady: 2}, settleWait, failedBecause("exited twice before it was Ready")},
 		{"one exit before Ready: its restart is awaited", settleView{declared: true, passed: true, phase: PhaseStarting, starting: true, exitsBeforeReady: 1}, settleWait, pending},
 		{"exited after Ready, wait", with(readyRunning, func(v *settleView) { v.exitedAfterReady = true }), settleWait, failedBecause("exited after it was Ready")},
 		{"exited after Ready, no wait: running again is enough", with(running, func(v *settleView) { v.exitedAfterReady = true }), settleApply, ok},

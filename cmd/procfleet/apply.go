@@ -26,8 +26,10 @@ func newApplyCmd(opts *globalOptions) *cobra.Command {
 		Long: `Apply reads the fleet files once and acts until every server is in its
 declared state: it adopts what its records prove it owns, starts what is
 missing (dependencies first, after they are Ready), replaces what changed and
-stops what was removed. It does not restart a server that fails: it reports it.
-The servers stay running when it exits.
+stops what was removed. A server that exits before it is Ready gets one
+immediate restart; a second exit before Ready, or an exit after it was Ready,
+makes it Failed, reported with its exit and log tail. The servers stay
+running when it exits.
 
 While 'procfleet up' runs on the state folder, apply asks it, through its
 socket, to re-read the files and converge (which also lifts a 'down' that
@@ -35,7 +37,8 @@ keeps servers stopped), and with --wait waits until every server is Ready.
 
 Exit status: 0 when every server is Running (with --wait, Ready); 1 when any
 is Failed or Quarantined, is not Ready with --wait, or --timeout passed,
-with each such server's reason.`,
+with each such server's reason. With --wait it gives up on a failed server
+at once and exits as soon as the others have settled.`,
 		Example: `  # CI: start the fleet and wait until every server is Ready
   procfleet apply --wait --timeout 2m`,
 		Args: cobra.NoArgs,

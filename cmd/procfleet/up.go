@@ -31,8 +31,8 @@ func newUpCmd(opts *globalOptions) *cobra.Command {
 		Long: `Up keeps the servers of the fleet files in their declared state until it is
 stopped: it adopts the servers its records prove it owns (never starting a
 second copy), starts what is missing (dependencies first), restarts what
-exits as restartPolicy says (the first restart at once, then with backoff up
-to 5 minutes), replaces a server whose command, args, env, workingDir or port
+exits as restartPolicy says (at once; a crash loop, exits within 10 s of
+Ready, backs off from 1 s doubling to 60 s), replaces a server whose command, args, env, workingDir or port
 changed, stops a server removed from the files, and re-reads the files when
 they are saved. A file that does not load keeps the last good fleet running
 and shows its errors. It rotates the servers' logs at 10 MiB (keeping 3)
