@@ -89,18 +89,9 @@ func BenchmarkReconcilePass1000(b *testing.B) {
 func BenchmarkAdoptionPass1000(b *testing.B) {
 	r, sd, names := benchFleet(b, benchServers)
 	self := os.Getpid()
-	id, err := observe.ReadIdentity(self)
-	if err != nil {
-		b.Fatal(err)
-	}
-	boot, err := observe.BootID()
-	if err != nil {
-		b.Fatal(err)
-	}
 	for _, n := range names {
 		d := r.desired[n]
-		rec := actuate.Record{Version: actuate.RecordVersion, Name: n, PID: self, PGID: id.PGID, StartTime: id.StartTime,
-			BootID: boot, UID: id.UID, Cmdline: id.Cmdline, Port: d.Server.Spec.Port, SpecHash: d.Hash, StartedAt: time.Now().UTC()}
+		rec := ownRecord(b, n, self, d.Server.Spec.Port, d.Hash)
 		if err := sd.WriteRecord(rec); err != nil {
 			b.Fatal(err)
 		}

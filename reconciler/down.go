@@ -250,10 +250,3 @@ func mergeStatus(path string, st Status, names []string) error {
 	}
 	return WriteStatus(path, saved)
 }
-
-func boolV(detail bool) int {
-	if detail {
-		return 1
-	}
-	return 0
-}

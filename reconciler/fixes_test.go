@@ -89,20 +89,26 @@ func quarantineVerify(rec actuate.Record) actuate.Verification {
 	return actuate.Verification{Verdict: actuate.VerdictQuarantine, Reason: actuate.IdentityMismatch, Message: "pid " + strconv.Itoa(rec.PID) + " runs another command line", Identity: v.Identity}
 }
 
-// recordFor writes a record for the process of cmd, as procfleet would
-// have, under name.
-func recordFor(t *testing.T, f *testFleet, name string, pid, port int) actuate.Record {
-	t.Helper()
+// ownRecord is the record procfleet would have written for the live
+// process pid, under name, on port, with spec hash hash.
+func ownRecord(tb testing.TB, name string, pid, port int, hash string) actuate.Record {
+	tb.Helper()
 	id, err := observe.ReadIdentity(pid)
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
 	boot, err := observe.BootID()
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
-	rec := actuate.Record{Version: actuate.RecordVersion, Name: name, PID: pid, PGID: id.PGID, StartTime: id.StartTime, BootID: boot,
-		UID: id.UID, Cmdline: id.Cmdline, Port: port, SpecHash: "sha256:old", StartedAt: time.Now().UTC()}
+	return actuate.Record{Version: actuate.RecordVersion, Name: name, PID: pid, PGID: id.PGID, StartTime: id.StartTime, BootID: boot,
+		UID: id.UID, Cmdline: id.Cmdline, Port: port, SpecHash: hash, StartedAt: time.Now().UTC()}
+}
+
+// recordFor writes ownRecord for pid into the fleet's state folder.
+func recordFor(t *testing.T, f *testFleet, name string, pid, port int) actuate.Record {
+	t.Helper()
+	rec := ownRecord(t, name, pid, port, "sha256:old")
 	if err := f.state.WriteRecord(rec); err != nil {
 		t.Fatal(err)
 	}

@@ -295,13 +295,19 @@ func (r *Reconciler) event(e Event) {
 // logged and returned: it is a bug, and the pass is retried.
 func (r *Reconciler) change(s *server, f func(st *state) ([]Event, error)) error {
 	r.mu.Lock()
+	before := s.st.shown()
 	evs, err := f(&s.st)
+	moved := s.st.shown() != before
 	r.mu.Unlock()
 	if err != nil {
 		r.log.Error(err, "Transition refused", "server", s.name)
 		return err
 	}
-	r.kickStatus()
+	if moved || len(evs) > 0 {
+		// Only what status shows wakes the status writer and the waiters:
+		// a resync over an idle fleet changes nothing.
+		r.kickStatus()
+	}
 	r.emit(s.name, evs)
 	return nil
 }

@@ -625,3 +625,20 @@ func (s *state) recordOK(name, rewritten string) ([]Event, error) {
 	}
 	return []Event{ev(EventWarning, ReasonRecordRewritten, rewritten)}, nil
 }
+
+// shownState is what status shows of a state, and what waiters wait on.
+type shownState struct {
+	phase            Phase
+	reason, message  string
+	ready            Condition
+	restarts         int
+	lastExit         *LastExit
+	pid, port        int
+	startedAt        time.Time
+	starting         bool
+	exitsBeforeReady int
+}
+
+func (s *state) shown() shownState {
+	return shownState{s.phase, s.reason, s.message, s.ready, s.restarts, s.lastExit, s.pid, s.port, s.startedAt, s.starting, s.exitsBeforeReady}
+}
