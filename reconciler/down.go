@@ -229,24 +229,30 @@ func (r *Reconciler) stopAndWait(ctx context.Context, targets []string) (Status,
 }
 
 // mergeStatus writes, into the status.json at path (when there is one), the
-// entries of names from st, keeping every other server's entry.
+// entries of names from st, keeping every other server's entry; a name st
+// no longer lists (stopped and not declared: forgotten) loses its entry.
 func mergeStatus(path string, st Status, names []string) error {
 	saved, err := ReadStatus(path)
 	if err != nil {
 		return nil // no status.json: nothing to keep true
 	}
+	byName := make(map[string]ServerStatus, len(saved.Servers))
+	for _, ss := range saved.Servers {
+		byName[ss.Name] = ss
+	}
 	for _, n := range names {
 		ss, ok := st.Get(n)
 		if !ok {
+			delete(byName, n)
 			continue
 		}
 		ss.Events = nil
-		if i := sort.Search(len(saved.Servers), func(i int) bool { return saved.Servers[i].Name >= n }); i < len(saved.Servers) && saved.Servers[i].Name == n {
-			saved.Servers[i] = ss
-		} else {
-			saved.Servers = append(saved.Servers, ss)
-			sort.Slice(saved.Servers, func(i, j int) bool { return saved.Servers[i].Name < saved.Servers[j].Name })
-		}
+		byName[n] = ss
 	}
+	saved.Servers = saved.Servers[:0]
+	for _, ss := range byName {
+		saved.Servers = append(saved.Servers, ss)
+	}
+	sort.Slice(saved.Servers, func(i, j int) bool { return saved.Servers[i].Name < saved.Servers[j].Name })
 	return WriteStatus(path, saved)
 }
