@@ -266,3 +266,28 @@ func TestStopQuarantineIsOneEvent(t *testing.T) {
 		t.Errorf("no quarantine, %d Quarantined events:\n%s", n, evs)
 	}
 }
+
+// TestSpawnUsesTheInstance: the process gets its instance's command line
+// and environment, with $(NAME) expanded as spec resolves it (PORT here).
+func TestSpawnUsesTheInstance(t *testing.T) {
+	f := newTestFleet(t)
+	port := testserver.FreePort(t)
+	f.add(&testSpec{name: "a", port: port, args: []string{"-print", "listening on $(PORT)"}})
+	f.write()
+	st, err := converge(t, f, true)
+	if err != nil {
+		t.Fatalf("Converge: %v\n%s", err, dumpStatus(st))
+	}
+	want := "listening on " + strconv.Itoa(port)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		b, _ := os.ReadFile(f.state.LogPath("a"))
+		if strings.Contains(string(b), want) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("a's log does not say %q:\n%s", want, b)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}

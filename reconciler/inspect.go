@@ -214,15 +214,10 @@ func (s *Snapshot) Sources() string {
 
 // Desired is the fleet as Plan reads it.
 func (s *Snapshot) Desired() map[string]Desired {
-	desired := map[string]Desired{}
 	if s.Fleet == nil {
-		return desired
+		return map[string]Desired{}
 	}
-	for i := range s.Fleet.Servers {
-		srv := &s.Fleet.Servers[i]
-		desired[srv.Metadata.Name] = Desired{Server: srv, Hash: srv.Hash()}
-	}
-	return desired
+	return desiredOf(s.Fleet, false)
 }
 
 // Plan is what a fresh apply would do: Plan over the fleet and the records'

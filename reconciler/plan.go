@@ -81,7 +81,12 @@ const (
 // Desired is one declared server as the plan sees it.
 type Desired struct {
 	Server *spec.Server
-	// Hash is Server.Hash(), computed once per fleet load.
+	// Instance is the server's one instance (command, args and env after
+	// envFile and $(NAME)); nil for a replicated server or when not
+	// loaded by spec.Load.
+	Instance *spec.Instance
+	// Hash is the instance's spec hash (Server.Hash() without one),
+	// computed once per fleet load.
 	Hash string
 	// Held means "keep it stopped" (down or stop), until its files change,
 	// apply, start or restart.

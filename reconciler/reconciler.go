@@ -314,15 +314,35 @@ func (r *Reconciler) change(s *server, f func(st *state) ([]Event, error)) error
 
 // setDesired installs a fleet as the desired state.
 func (r *Reconciler) setDesired(f *spec.Fleet, errs spec.ErrorList) {
-	d := make(map[string]Desired, len(f.Servers))
-	for i := range f.Servers {
-		s := &f.Servers[i]
-		d[s.Metadata.Name] = Desired{Server: s, Hash: s.Hash(), OneShot: r.cfg.OneShot}
-	}
+	d := desiredOf(f, r.cfg.OneShot)
 	r.mu.Lock()
 	r.fleet, r.desired, r.errs = f, d, errs
 	r.mu.Unlock()
 	r.kickStatus()
+}
+
+// desiredOf is the fleet as Plan reads it: each declared server with its
+// instance and spec hash.
+func desiredOf(f *spec.Fleet, oneShot bool) map[string]Desired {
+	d := make(map[string]Desired, len(f.Servers))
+	insts := f.Instances()
+	byName := make(map[string]*spec.Instance, len(insts))
+	for i := range insts {
+		if !insts[i].Replicated() {
+			byName[insts[i].Name] = &insts[i]
+		}
+	}
+	for i := range f.Servers {
+		s := &f.Servers[i]
+		dd := Desired{Server: s, OneShot: oneShot}
+		if in := byName[s.Metadata.Name]; in != nil {
+			dd.Instance, dd.Hash = in, in.Hash
+		} else {
+			dd.Hash = s.Hash()
+		}
+		d[s.Metadata.Name] = dd
+	}
+	return d
 }
 
 // Status returns the status of every declared, tracked or recorded server,

@@ -746,13 +746,19 @@ func (r *Reconciler) replaceProbeCancel(s *server, cancel context.CancelFunc) {
 	s.probeCancel = cancel
 }
 
-// startRequest turns a declared server into what actuate needs.
-func startRequest(srv *spec.Server, hash string) actuate.StartRequest {
+// startRequest turns a declared server into what actuate needs: its
+// instance's command, args and environment (envFile and $(NAME) resolved)
+// when it has one.
+func startRequest(d Desired) actuate.StartRequest {
+	srv := d.Server
 	req := actuate.StartRequest{
 		Name: srv.Metadata.Name, Argv: srv.Spec.Argv(), Dir: srv.Spec.WorkingDir,
-		Env: envList(srv.Spec.Env), Port: srv.Spec.Port, SpecHash: hash,
+		Env: envList(srv.Spec.Env), Port: srv.Spec.Port, SpecHash: d.Hash,
 		StartupTimeout: srv.Spec.StartupTimeout(), Grace: srv.Spec.TerminationGracePeriod(),
 		KillTimeout: srv.Spec.KillTimeout(), ReadyPeriod: startupReadyPeriod,
+	}
+	if in := d.Instance; in != nil {
+		req.Argv, req.Env, req.Dir = in.Argv(), in.EnvList(), in.WorkingDir
 	}
 	if p := srv.Spec.ReadinessProbe; p != nil {
 		req.Ready = probeFunc(p, srv)
@@ -779,7 +785,7 @@ func (r *Reconciler) start(ctx context.Context, s *server, d Desired, a Action) 
 	}); err != nil {
 		return Result{}, err
 	}
-	req := startRequest(d.Server, d.Hash)
+	req := startRequest(d)
 	running, err := r.act.Spawn(ctx, req)
 	if err != nil {
 		var se *actuate.StartError
