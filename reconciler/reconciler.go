@@ -178,6 +178,9 @@ type server struct {
 	learnCancel context.CancelFunc
 	exitSeq     uint64          // number of the last exit, for learned statuses
 	pinned      *observe.Handle // a quarantined process, pinned for its exit only
+	// recordLost: the record of the process being started was found
+	// untrusted and moved aside; it is written again once it is Ready.
+	recordLost string
 }
 
 type tracked struct {

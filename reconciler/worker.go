@@ -234,6 +234,13 @@ func (r *Reconciler) started(ctx context.Context, s *server, d Desired, running 
 	r.exits.Watch(running.Handle, func() { r.queue.Add(s.name) })
 	r.startProbes(ctx, s, d.Server, t)
 	r.enqueueDependents(s.name)
+	if s.recordLost != "" {
+		msg := s.recordLost
+		s.recordLost = ""
+		if werr := r.writeTrackedRecord(s, t, msg); werr != nil && err == nil {
+			err = werr
+		}
+	}
 	return err
 }
 
@@ -412,12 +419,17 @@ func quarantineText(q *actuate.QuarantineError) string {
 // its record is written again. Anything else is quarantined until nothing
 // the record could protect is left (observeRecord lifts it).
 func (r *Reconciler) untrustedFound(s *server, ue *actuate.UntrustedRecordError) error {
+	msg := "record rewritten: the one on disk was untrusted"
+	if ue.MovedTo != "" {
+		msg += " and moved aside to " + ue.MovedTo
+	}
 	if t := s.tracked; t != nil && !t.handle.Exited() {
-		msg := "record rewritten: the one on disk was untrusted"
-		if ue.MovedTo != "" {
-			msg += " and moved aside to " + ue.MovedTo
-		}
 		_ = r.writeTrackedRecord(s, t, msg)
+		return nil
+	}
+	if s.startCancel != nil {
+		// Being started by this reconciler: ours, pinned since its spawn.
+		s.recordLost = msg
 		return nil
 	}
 	q := &actuate.QuarantineError{Name: s.name, Reason: actuate.UntrustedRecord, Message: UntrustedAdvice(ue)}
