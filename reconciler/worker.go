@@ -310,6 +310,15 @@ func (r *Reconciler) observeRecord(s *server, d Desired, ob *observation) error 
 		// It was moved aside: from now on the server has no record.
 		err = fs.ErrNotExist
 	}
+	if err == nil && r.stopsUnverified(s) {
+		// A down stops it: actuate.Stop verifies the record (rules 1-6)
+		// right before any signal, and a stale or reused one is removed
+		// there without one. Verifying here too would only delay the
+		// stop, and stops that begin together share one scan of the
+		// process table.
+		ob.obs, ob.rec = Observed{Ownership: OwnOwned, SpecHash: rec.SpecHash}, &rec
+		return nil
+	}
 	var v actuate.Verification
 	if err == nil {
 		v = r.verify(rec)
@@ -343,6 +352,15 @@ func (r *Reconciler) observeRecord(s *server, d Desired, ob *observation) error 
 		r.unpin(s)
 	}
 	return nil
+}
+
+// stopsUnverified reports whether a down is about to stop s, untracked and
+// not quarantined: its record goes straight to actuate.Stop.
+func (r *Reconciler) stopsUnverified(s *server) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	_, target := r.stopping[s.name]
+	return target && s.tracked == nil && s.st.phase != PhaseQuarantined && s.st.quarantine == nil
 }
 
 // isRecordVerdict reports the read errors that are verdicts on the record
