@@ -58,9 +58,22 @@
 //     at 60 s (CrashLoopBackOff meanwhile); a fresh start (new spec) resets
 //     it. The reason says which rule applied. apply restarts a first exit
 //     before Ready and gives up at the second, or at an exit after Ready.
-//   - File events are hints (FleetWatcher): folders are watched, events
-//     debounced, every file re-read and compared by content, a file that
-//     does not load keeps the last good fleet in force (Status.Errors).
+//   - File events are hints. Folders are watched for names created, moved
+//     and removed, and the fleet and env files for their content (on Linux
+//     the kernel drops everything else, so a busy log beside them costs
+//     nothing); events on names that cannot change what spec.Load reads
+//     are ignored, the rest debounced; then every file is re-read and
+//     compared by content, so a save that changes nothing changes nothing
+//     running. A file caught half-written never stops, replaces or starts
+//     a server: a read that differs from the fleet in force is applied
+//     only once every changed file is whole (FleetWatcher's confirmer, a
+//     pure function of events and reads): on Linux once no writer has it
+//     open, so an in-place save applies when its writer closes the file
+//     however long it stalls, an atomic save at once; a removed file, and
+//     elsewhere a file written in place, once its content stayed the same
+//     for 1 s. An inotify overflow re-reads everything; a file that does
+//     not load keeps the last good fleet in force and shows its errors
+//     (Status.Errors).
 //   - Reported. Every event (starting, ready, exited with reason, backing
 //     off, replaced, stopped, adopted, quarantined, and each signal with its
 //     evidence) is logged with the server's name, kept in a bounded ring per
