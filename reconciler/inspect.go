@@ -112,16 +112,11 @@ func Inspect(ctx context.Context, cfg InspectConfig) (*Snapshot, error) {
 	}
 	recs, errs := s.StateDir.InspectRecords()
 	for _, rerr := range errs {
-		var ue *actuate.UntrustedRecordError
-		var ne *actuate.NewerRecordError
-		switch {
-		case errors.As(rerr, &ue):
-			s.Records[ue.Name] = &RecordView{Record: actuate.Record{Name: ue.Name}, Untrusted: ue, Observed: ObservedFromRecord(actuate.Record{}, ue, actuate.Verification{})}
-		case errors.As(rerr, &ne):
-			s.Records[ne.Name] = &RecordView{Record: actuate.Record{Name: ne.Name}, Newer: ne, Observed: ObservedFromRecord(actuate.Record{}, ne, actuate.Verification{})}
-		default:
+		rv, ok := unreadableRecordView(rerr)
+		if !ok {
 			return nil, fmt.Errorf("read the records in %s: %w (check the folder's owner and mode; it must be this user's, mode 0700)", s.StateDir.Path, rerr)
 		}
+		s.Records[rv.Record.Name] = rv
 	}
 	s.verify(ctx, recs, cfg.Probe)
 	return s, nil
@@ -137,13 +132,8 @@ func (s *Snapshot) verify(ctx context.Context, recs []actuate.Record, probe bool
 		wg.Go(func() {
 			sem <- struct{}{}
 			defer func() { <-sem }()
-			v := actuate.Verify(rec)
-			rv := &RecordView{Record: rec, Verdict: v.Verdict, Reason: v.Reason, Message: v.Message,
-				Identity: v.Identity, Evidence: v.Evidence, Observed: ObservedFromRecord(rec, nil, v)}
-			if v.Handle != nil {
-				_ = v.Handle.Close()
-			}
-			if v.Verdict == actuate.VerdictOwned && probe {
+			rv := verifiedRecordView(actuate.Verify, rec)
+			if rv.Verdict == actuate.VerdictOwned && probe {
 				rv.Ready = s.readinessNow(ctx, rec)
 			}
 			mu.Lock()

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -254,6 +253,23 @@ func (d *describer) record(ob *reconciler.RecordView, decl *spec.Server) {
 	d.field(2, "Spec hash", hash)
 
 	d.printf("\nProcess (observed now):\n")
+	d.field(2, "Verdict", verdictText(ob))
+	if ob.Message != "" {
+		d.field(2, "Why", ob.Message)
+	}
+	if ob.Evidence != "" {
+		d.field(2, "Evidence", ob.Evidence)
+	}
+	if id := ob.Identity; id.PID > 0 {
+		d.field(2, "State", processText(id))
+		d.field(2, "Start time", strconv.FormatUint(id.StartTime, 10))
+		d.field(2, "Cmdline", quoteArgs(id.Cmdline))
+	}
+}
+
+// verdictText says what the ownership check concluded of a record, and
+// what procfleet does about it (describe and the dashboard).
+func verdictText(ob *reconciler.RecordView) string {
 	verdict := ob.Verdict.String()
 	switch ob.Verdict {
 	case actuate.VerdictOwned:
@@ -265,18 +281,12 @@ func (d *describer) record(ob *reconciler.RecordView, decl *spec.Server) {
 	case actuate.VerdictQuarantine:
 		verdict += " (" + string(ob.Reason) + "): procfleet will not signal it"
 	}
-	d.field(2, "Verdict", verdict)
-	if ob.Message != "" {
-		d.field(2, "Why", ob.Message)
-	}
-	if ob.Evidence != "" {
-		d.field(2, "Evidence", ob.Evidence)
-	}
-	if id := ob.Identity; id.PID > 0 {
-		d.field(2, "State", fmt.Sprintf("%s, ppid %d, pgid %d, sid %d, uid %d", id.State, id.PPID, id.PGID, id.SID, id.UID))
-		d.field(2, "Start time", strconv.FormatUint(id.StartTime, 10))
-		d.field(2, "Cmdline", quoteArgs(id.Cmdline))
-	}
+	return verdict
+}
+
+// processText is a process's state as observed now.
+func processText(id observe.Identity) string {
+	return fmt.Sprintf("%s, ppid %d, pgid %d, sid %d, uid %d", id.State, id.PPID, id.PGID, id.SID, id.UID)
 }
 
 func (d *describer) probes(ctx context.Context, decl *spec.Server, ob *reconciler.RecordView) {
@@ -364,11 +374,11 @@ func (d *describer) logTail(path string, st reconciler.ServerStatus) {
 }
 
 func (d *describer) events(path string) {
-	evs, bad, err := readEvents(path, describeEventLines)
+	evs, bad, err := reconciler.ReadEvents(path, describeEventLines)
 	d.printf("\nEvents (last %d, oldest first):\n", describeEventLines)
 	switch {
 	case err != nil:
-		d.printf("  (cannot read %s: %v)\n", path, err)
+		d.printf("  (cannot read them: %v)\n", err)
 		return
 	case len(evs) == 0:
 		d.printf("  (none)\n")
@@ -388,42 +398,32 @@ func (d *describer) events(path string) {
 	}
 }
 
-// readEvents returns the last n events of a server's events file (and its
-// rotated copy), oldest first, and how many lines did not parse. A missing
-// file means no events.
-func readEvents(path string, n int) ([]reconciler.Event, int, error) {
-	lines, err := logfile.TailFiles([]string{logfile.RotatedPath(path, 1), path}, n)
-	if err != nil {
-		return nil, 0, err
-	}
-	evs := make([]reconciler.Event, 0, len(lines))
-	bad := 0
-	for _, l := range lines {
-		var e reconciler.Event
-		if err := json.Unmarshal([]byte(l), &e); err != nil || e.Reason == "" {
-			bad++
-			continue
-		}
-		evs = append(evs, e)
-	}
-	return evs, bad, nil
-}
-
 func (d *describer) quarantine(st reconciler.ServerStatus, ob *reconciler.RecordView) {
 	if st.Phase != reconciler.PhaseQuarantined {
 		return
 	}
 	d.printf("\nQuarantined (%s): procfleet signals nothing and keeps the record.\n", st.Reason)
+	if advice, byHand := quarantineAdvice(ob, "see Message above"); byHand {
+		d.printf("  To stop it by hand: %s\n", advice)
+	} else {
+		d.printf("  %s\n", advice)
+	}
+}
+
+// quarantineAdvice says what to do about a quarantined server whose record
+// is ob (nil: none): byHand when it is how to stop its process by hand,
+// else what its record says or what to free. where points at the
+// quarantine's message.
+func quarantineAdvice(ob *reconciler.RecordView, where string) (advice string, byHand bool) {
 	switch {
 	case ob != nil && ob.Untrusted != nil:
-		d.printf("  %s\n", sentence(reconciler.UntrustedAdvice(ob.Untrusted)))
+		return sentence(reconciler.UntrustedAdvice(ob.Untrusted)), false
 	case ob != nil && ob.Newer != nil:
-		d.printf("  %s\n", sentence(ob.Newer.Error()))
+		return sentence(ob.Newer.Error()), false
 	case ob != nil && ob.Record.PID > 0:
-		d.printf("  To stop it by hand: %s\n", actuate.ManualStopHint(ob.Record))
-	default:
-		d.printf("  Free what blocks it (see Message above), then run 'procfleet apply' or wait for the running up.\n")
+		return actuate.ManualStopHint(ob.Record), true
 	}
+	return "Free what blocks it (" + where + "), then run 'procfleet apply' or wait for the running up.", false
 }
 
 func quoteArgs(argv []string) string {
