@@ -11,6 +11,7 @@
 //	POST /v1/reload {"wait":B,"timeout":D} re-read the fleet files, converge
 //	POST /v1/down   {"names":[...]} | {"all":true}   stop servers
 //	GET  /v1/events/{name}                 a server's recent events
+//	GET  /v1/ui                            the dashboard's URL (up --ui), with its token
 //
 // The reconciler implements Backend; results are whatever it returns,
 // marshalled as JSON, so its status types stay in the reconciler.

@@ -37,6 +37,9 @@ type Server struct {
 	Log logr.Logger
 	// MaxBodyBytes bounds a request body; 0 means DefaultMaxBodyBytes.
 	MaxBodyBytes int64
+	// DashboardURL is the URL (with its token) of the dashboard this up
+	// serves, answered by GET /v1/ui; empty means none.
+	DashboardURL string
 }
 
 // Serve answers requests on l until ctx is done, then stops accepting,
@@ -92,6 +95,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("/v1/reload", s.route(http.MethodPost, s.reload))
 	mux.HandleFunc("/v1/down", s.route(http.MethodPost, s.down))
 	mux.HandleFunc("/v1/events/{name}", s.route(http.MethodGet, s.events))
+	mux.HandleFunc("/v1/ui", s.route(http.MethodGet, s.ui))
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, fmt.Errorf("no route %s %s", r.Method, r.URL.Path), nil)
 	})
