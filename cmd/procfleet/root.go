@@ -48,6 +48,7 @@ Exit codes: 0 success, 1 failure, 2 (diff only) changes pending.`,
 		newDiffCmd(opts),
 		newDescribeCmd(opts),
 		newLogsCmd(opts),
+		newUICmd(opts),
 		newCompletionCmd(),
 	)
 	return cmd

@@ -15,6 +15,7 @@ import (
 
 	"github.com/procfleet/procfleet/actuate"
 	"github.com/procfleet/procfleet/internal/api"
+	"github.com/procfleet/procfleet/internal/dashboard"
 	"github.com/procfleet/procfleet/reconciler"
 	"github.com/procfleet/procfleet/spec"
 )
@@ -24,9 +25,9 @@ const downOnExitTimeout = 5 * time.Minute
 
 func newUpCmd(opts *globalOptions) *cobra.Command {
 	var downOnExit bool
-	var metricsAddr string
+	var metricsAddr, uiAddr string
 	cmd := &cobra.Command{
-		Use:   "up [-f PATH]... [--down-on-exit] [--metrics-addr ADDR]",
+		Use:   "up [-f PATH]... [--down-on-exit] [--metrics-addr ADDR] [--ui ADDR]",
 		Short: "Run the reconciler in the foreground: converge, watch the files, restart what dies",
 		Long: `Up keeps the servers of the fleet files in their declared state until it is
 stopped: it adopts the servers its records prove it owns (never starting a
@@ -39,6 +40,10 @@ and shows its errors. It rotates the servers' logs at 10 MiB (keeping 3)
 as it starts and at every resync (30 s); nothing rotates while no up runs.
 While it runs, apply, down, status and describe go through its socket
 (procfleet.sock in the state folder).
+
+With --ui ADDR it also serves the live dashboard on that loopback address
+and prints its URL, which holds a secret token, once; 'procfleet ui' prints
+it again.
 
 On SIGINT or SIGTERM up exits 0 and leaves the servers running; the next up
 adopts them, and 'procfleet down' stops them. With --down-on-exit it stops
@@ -53,23 +58,32 @@ pid of the first.`,
   procfleet up -f fleet.d --down-on-exit
 
   # Serve Prometheus metrics (loopback only) while it runs
-  procfleet up --metrics-addr 127.0.0.1:9464`,
+  procfleet up --metrics-addr 127.0.0.1:9464
+
+  # Serve the live dashboard (loopback only); it prints the URL to open
+  procfleet up --ui 127.0.0.1:7070`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return runUp(cmd.Context(), opts, cmd.ErrOrStderr(), downOnExit, metricsAddr)
+			return runUp(cmd.Context(), opts, cmd.ErrOrStderr(), downOnExit, metricsAddr, uiAddr)
 		},
 	}
 	opts.addFileFlags(cmd)
 	cmd.Flags().BoolVar(&downOnExit, "down-on-exit", false, "stop every server before exiting on SIGINT or SIGTERM")
 	cmd.Flags().StringVar(&metricsAddr, "metrics-addr", "", metricsAddrFlag)
+	cmd.Flags().StringVar(&uiAddr, "ui", "", uiAddrFlag)
 	return cmd
 }
 
-func runUp(ctx context.Context, opts *globalOptions, stderr io.Writer, downOnExit bool, metricsAddr string) error {
+func runUp(ctx context.Context, opts *globalOptions, stderr io.Writer, downOnExit bool, metricsAddr, uiAddr string) error {
 	// The files first: up with no fleet file, or with files that do not
 	// load, fails before it creates or locks anything.
 	if _, err := spec.Load(opts.FleetPaths()...); err != nil {
 		return fleetError("up", err)
+	}
+	if uiAddr != "" {
+		if _, err := dashboard.CheckAddr(uiAddr); err != nil {
+			return fmt.Errorf("up: --ui: %w", err)
+		}
 	}
 	sd, release, err := openLocked(opts, "up")
 	if err != nil {
@@ -84,16 +98,25 @@ func runUp(ctx context.Context, opts *globalOptions, stderr io.Writer, downOnExi
 	log := opts.Logger()
 	progress := newProgress(opts, stderr)
 	files := strings.Join(opts.FleetPaths(), ", ")
+	var ui *servedUI
 	r, err := reconciler.New(reconciler.Config{
 		Files: opts.FleetPaths(), StateDir: sd, Log: log.WithName("reconciler"), OnEvent: progress.event,
 		Metrics: metrics,
 		OnRunning: func() {
 			progress.say(fmt.Sprintf("procfleet up (pid %d): watching %s; state in %s; Ctrl-C leaves the servers running", os.Getpid(), files, sd.Path),
 				"Watching", "pid", os.Getpid(), "files", opts.FleetPaths(), "stateDir", sd.Path)
+			if ui != nil {
+				progress.say("procfleet up: dashboard at "+ui.url+" (procfleet ui prints it again)", "Dashboard", "url", ui.url)
+			}
 		},
 	})
 	if err != nil {
 		return err
+	}
+	if uiAddr != "" {
+		if ui, err = listenUI(uiAddr, r, log); err != nil {
+			return err
+		}
 	}
 	// The socket: apply, down, status and describe talk to this up through
 	// it. Without it they say up holds the state folder.
@@ -105,9 +128,19 @@ func runUp(ctx context.Context, opts *globalOptions, stderr io.Writer, downOnExi
 		log.Error(err, "Cannot serve the API; apply, down and status will not reach this up")
 	} else {
 		srv := &api.Server{Backend: r.APIBackend(), Log: log.WithName("api")}
+		if ui != nil {
+			srv.DashboardURL = ui.url
+		}
 		served.Go(func() {
 			if err := srv.Serve(ctx, l); err != nil {
 				log.Error(err, "API stopped")
+			}
+		})
+	}
+	if ui != nil {
+		served.Go(func() {
+			if err := ui.serve(ctx); err != nil {
+				log.Error(err, "Dashboard stopped")
 			}
 		})
 	}

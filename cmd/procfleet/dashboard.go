@@ -1,0 +1,98 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/procfleet/procfleet/actuate"
+	"github.com/procfleet/procfleet/internal/api"
+	"github.com/procfleet/procfleet/internal/dashboard"
+	"github.com/procfleet/procfleet/reconciler"
+)
+
+// uiBackend is the dashboard's view of up's running reconciler
+// (dashboard.Backend). It lives in cmd because internal/dashboard imports
+// the reconciler's types: the reconciler cannot import the dashboard.
+// Every call reads; only Request asks for a change, the same requests as
+// the CLI's verbs.
+type uiBackend struct {
+	r *reconciler.Reconciler
+}
+
+var _ dashboard.Backend = uiBackend{}
+
+// Snapshot is the status and the fleet in force.
+func (b uiBackend) Snapshot() dashboard.Snapshot {
+	return dashboard.Snapshot{Status: b.r.Status(), Fleet: b.r.Fleet()}
+}
+
+// Changed is closed at the reconciler's next change.
+func (b uiBackend) Changed() <-chan struct{} { return b.r.Changes() }
+
+// Detail is what describe shows of a server, from the reconciler.
+func (b uiBackend) Detail(ctx context.Context, name string) (dashboard.Detail, error) {
+	d, err := b.r.Detail(ctx, name)
+	if errors.Is(err, api.ErrNotFound) {
+		return dashboard.Detail{}, fmt.Errorf("%w: %w", dashboard.ErrNotFound, err)
+	}
+	if err != nil {
+		return dashboard.Detail{}, err
+	}
+	return uiDetail(d), nil
+}
+
+// Request would take a stop, start or restart. The reconciler's requests
+// for the CLI's stop, start and restart are not in this build yet: every
+// request is refused, saying so, and nothing changes.
+func (b uiBackend) Request(_ context.Context, name string, a dashboard.Action) error {
+	return fmt.Errorf("%s %s: this build of procfleet takes no stop, start or restart requests yet", a, name)
+}
+
+// uiDetail maps a server's detail to what its page shows: the record
+// (when it can be trusted), the ownership verdict in describe's words, and
+// for a quarantined server what to do by hand.
+func uiDetail(d reconciler.ServerDetail) dashboard.Detail {
+	out := dashboard.Detail{Events: d.Events, LogPath: d.LogPath, Ownership: uiOwnership(d)}
+	if rv := d.Record; rv != nil && rv.Untrusted == nil && rv.Newer == nil {
+		rec := rv.Record
+		out.Record = &rec
+	}
+	return out
+}
+
+// heldVerdict is the verdict on a process up holds: the kernel vouches for
+// it, whatever its record says now.
+const heldVerdict = "Owned: held by this procfleet up since it started or adopted it"
+
+func uiOwnership(d reconciler.ServerDetail) dashboard.Ownership {
+	rv := d.Record
+	o := dashboard.Ownership{Held: d.Held}
+	switch {
+	case rv == nil:
+		if d.Held {
+			o.Verdict, o.Message = heldVerdict, "its record is missing (see the events)"
+		}
+	case rv.Untrusted != nil:
+		o.Verdict, o.Message = "Untrusted record: never acted on", rv.Untrusted.Error()
+	case rv.Newer != nil:
+		o.Verdict, o.Message = "Unreadable record", rv.Newer.Error()
+	case d.Held && rv.Verdict != actuate.VerdictOwned:
+		o.Verdict, o.Message = heldVerdict, "its record alone would not prove it now: "+rv.Message
+	default:
+		o.Verdict, o.Message = verdictText(rv), rv.Message
+	}
+	if rv != nil && rv.Untrusted == nil && rv.Newer == nil {
+		o.Evidence = rv.Evidence
+		if rv.Identity.PID > 0 {
+			o.Process = processText(rv.Identity)
+		}
+		if rv.Record.PID > 0 {
+			o.Membership = fmt.Sprintf("process group %d (its own session)", rv.Record.PGID)
+		}
+	}
+	if d.Status.Phase == reconciler.PhaseQuarantined {
+		o.StopByHand, _ = quarantineAdvice(rv, "see the message above")
+	}
+	return o
+}
