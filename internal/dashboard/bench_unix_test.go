@@ -17,6 +17,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 
+	"github.com/procfleet/procfleet/internal/dashboard/browsertest"
 	"github.com/procfleet/procfleet/reconciler"
 )
 
@@ -170,11 +171,11 @@ func BenchmarkConnectedPage(b *testing.B) {
 				idle += window(0)
 			}
 
-			bctx := newBrowser(b, 1280, 900)
+			bctx := browsertest.New(b, 1280, 900)
 			if err := chromedp.Do(bctx, chromedp.Navigate(url)); err != nil {
 				b.Fatal(err)
 			}
-			waitJS(b, bctx, "page live", `document.getElementById("live").dataset.state === "live"`)
+			browsertest.WaitJS(b, bctx, "page live", `document.getElementById("live").dataset.state === "live"`)
 			var page time.Duration
 			b.ResetTimer()
 			for range b.N {
@@ -184,7 +185,7 @@ func BenchmarkConnectedPage(b *testing.B) {
 			if err := chromedp.Do(bctx, chromedp.Navigate("about:blank")); err != nil {
 				b.Fatal(err)
 			}
-			waitClosed := time.Now().Add(browserWait)
+			waitClosed := time.Now().Add(browsertest.Wait)
 			for {
 				if _, err := io.WriteString(stdin, "window\n"); err != nil {
 					b.Fatal(err)

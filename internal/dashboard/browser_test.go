@@ -1,7 +1,6 @@
 package dashboard
 
 import (
-	"context"
 	"errors"
 	"flag"
 	"fmt"
@@ -9,7 +8,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -18,11 +16,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/chromedp/cdproto/cdp"
-	"github.com/chromedp/cdproto/emulation"
 	"github.com/chromedp/chromedp"
 	"github.com/go-logr/logr/testr"
 
+	"github.com/procfleet/procfleet/internal/dashboard/browsertest"
 	"github.com/procfleet/procfleet/reconciler"
 )
 
@@ -30,127 +27,6 @@ import (
 // environment's PROCFLEET_UI_SCREENSHOTS is used when the flag is empty.
 // Without either they go to the test's temporary folder.
 var screenshotDir = flag.String("screenshots", "", "write the dashboard's screenshots to this folder")
-
-// browserWait bounds every wait in a browser test: Chromium's start and a
-// page's update on a loaded 2-core machine.
-const browserWait = 60 * time.Second
-
-// chromiumPath finds Debian's chromium (or PROCFLEET_CHROMIUM), or skips.
-func chromiumPath(t testing.TB) string {
-	t.Helper()
-	if p := os.Getenv("PROCFLEET_CHROMIUM"); p != "" {
-		return p
-	}
-	for _, name := range []string{"chromium", "chromium-browser"} {
-		if p, err := exec.LookPath(name); err == nil {
-			return p
-		}
-	}
-	t.Skip("browser test skipped: no chromium on PATH (Debian: apt-get install -y chromium; or set PROCFLEET_CHROMIUM)")
-	return ""
-}
-
-// newBrowser starts a headless Chromium for the test, with the flags this
-// machine needs (no network but loopback: see .library/env/machines/go.md)
-// and a new empty profile; chromedp makes that profile folder, and at
-// cleanup kills every process that uses it and removes it.
-func newBrowser(t testing.TB, width, height int) context.Context {
-	t.Helper()
-	opts := []chromedp.ExecAllocatorOption{
-		chromedp.ExecPath(chromiumPath(t)),
-		chromedp.Flag("headless", true),
-		chromedp.NoSandbox,
-		chromedp.DisableGPU,
-		chromedp.Flag("disable-quic", true),
-		chromedp.NoFirstRun,
-		chromedp.Flag("disable-background-networking", true),
-		chromedp.Flag("disable-component-update", true),
-		chromedp.Flag("disable-sync", true),
-		chromedp.Flag("hide-scrollbars", true),
-		chromedp.WindowSize(width, height),
-	}
-	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
-	ctx, cancel := chromedp.NewContext(actx)
-	t.Cleanup(func() {
-		cancel()
-		cancelAlloc() // waits for the browser to exit
-	})
-	// The first Run starts the browser: no timeout on it (it would end the
-	// browser with it), but the test's own bound on the start.
-	started := make(chan error, 1)
-	go func() { started <- chromedp.Do(ctx) }()
-	select {
-	case err := <-started:
-		if err != nil {
-			t.Fatalf("start chromium: %v", err)
-		}
-	case <-time.After(browserWait):
-		t.Fatalf("chromium did not start in %s", browserWait)
-	}
-	return ctx
-}
-
-// run runs steps with a bound.
-func run(t *testing.T, ctx context.Context, what string, steps ...chromedp.Action[chromedp.Void]) {
-	t.Helper()
-	cctx, cancel := context.WithTimeout(ctx, browserWait)
-	defer cancel()
-	if err := chromedp.Do(cctx, steps...); err != nil {
-		t.Fatalf("%s: %v", what, err)
-	}
-}
-
-// eval evaluates a JavaScript expression in the page.
-func eval[T any](t *testing.T, ctx context.Context, expr string) T {
-	t.Helper()
-	cctx, cancel := context.WithTimeout(ctx, browserWait)
-	defer cancel()
-	v, err := chromedp.Run(cctx, chromedp.Evaluate[T](expr))
-	if err != nil {
-		t.Fatalf("evaluate %s: %v", expr, err)
-	}
-	return v
-}
-
-// waitJS waits until a JavaScript predicate holds in the page, evaluated
-// at each change of the DOM (a MutationObserver, not a timer), at most
-// browserWait; on failure it shows what the page had instead. A wait cut by
-// a navigation (the poll does not survive one) starts again in the new
-// document.
-func waitJS(t testing.TB, ctx context.Context, what, predicate string) {
-	t.Helper()
-	deadline := time.Now().Add(browserWait)
-	var err error
-	for time.Now().Before(deadline) {
-		cctx, cancel := context.WithDeadline(ctx, deadline.Add(5*time.Second))
-		_, err = chromedp.Run(cctx, chromedp.Poll[chromedp.Void](predicate, chromedp.WithPollingMutation(), chromedp.WithPollingTimeout(time.Until(deadline))))
-		cancel()
-		if err == nil {
-			return
-		}
-		if errors.Is(err, chromedp.ErrPollingTimeout) || ctx.Err() != nil {
-			break
-		}
-	}
-	rows, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`location.pathname + ": " +
-		Array.from(document.querySelectorAll("[data-name][data-phase]")).map(r => r.dataset.name + "=" + r.dataset.phase + "/" + r.dataset.pid + "/" + r.dataset.restarts).join(" ") +
-		"; live: " + (document.getElementById("live") || {dataset: {}}).dataset.state +
-		"; log: " + JSON.stringify(Array.from(document.querySelectorAll("#log div")).map(d => d.textContent))`))
-	t.Fatalf("%s: the page never showed it (%v); page: %s", what, err, rows)
-}
-
-// pageRow is a server's row as the page shows it.
-type pageRow struct {
-	Phase    string `json:"phase"`
-	PID      int    `json:"pid"`
-	Restarts int    `json:"restarts"`
-	Ready    bool   `json:"ready"`
-}
-
-func pageRows(t *testing.T, ctx context.Context) map[string]pageRow {
-	t.Helper()
-	return eval[map[string]pageRow](t, ctx, `Object.fromEntries(Array.from(document.querySelectorAll("#rows tr")).map(r => [r.dataset.name, {phase: r.dataset.phase, pid: +r.dataset.pid, restarts: +r.dataset.restarts, ready: r.dataset.ready === "true"}]))`)
-}
 
 // healthPID asks a server's /health which pid answers.
 func healthPID(t *testing.T, port int) int {
@@ -178,19 +54,19 @@ func healthPID(t *testing.T, port int) int {
 // the log live and never shows an env value; a cross-origin form post from
 // another loopback port is refused.
 func TestBrowserFleet(t *testing.T) {
-	ctx := newBrowser(t, 1280, 900)
+	ctx := browsertest.New(t, 1280, 900)
 	b := startProcBackend(t, quickStart)
 	s := serve(t, Config{Backend: b, Log: testr.New(t)})
 
-	run(t, ctx, "open the printed URL", chromedp.Navigate(s.url))
-	waitJS(t, ctx, "three Running rows", `document.querySelectorAll("#rows tr[data-phase=Running]").length === 3 && document.getElementById("live").dataset.state === "live"`)
-	if href := eval[string](t, ctx, `location.href`); strings.Contains(href, "token") {
+	browsertest.Run(t, ctx, "open the printed URL", chromedp.Navigate(s.url))
+	browsertest.WaitJS(t, ctx, "three Running rows", `document.querySelectorAll("#rows tr[data-phase=Running]").length === 3 && document.getElementById("live").dataset.state === "live"`)
+	if href := browsertest.Eval[string](t, ctx, `location.href`); strings.Contains(href, "token") {
 		t.Errorf("the address bar still holds the token: %s", href)
 	}
-	if c := eval[string](t, ctx, `document.cookie`); c != "" {
+	if c := browsertest.Eval[string](t, ctx, `document.cookie`); c != "" {
 		t.Errorf("the cookie is readable from JavaScript (not HttpOnly): %q", c)
 	}
-	rows := pageRows(t, ctx)
+	rows := browsertest.Rows(t, ctx)
 	st := b.status()
 	for _, want := range []string{"backend", "api", "web"} {
 		ss, _ := st.Get(want)
@@ -200,22 +76,22 @@ func TestBrowserFleet(t *testing.T) {
 	}
 
 	// The dependency graph: a node per server, an edge per dependsOn.
-	nodes := eval[[]string](t, ctx, `Array.from(document.querySelectorAll("#f-graph .node")).map(n => n.dataset.name).sort()`)
-	edges := eval[[]string](t, ctx, `Array.from(document.querySelectorAll("#f-graph .edge")).map(e => e.dataset.from + "->" + e.dataset.to).sort()`)
+	nodes := browsertest.Eval[[]string](t, ctx, `Array.from(document.querySelectorAll("#f-graph .node")).map(n => n.dataset.name).sort()`)
+	edges := browsertest.Eval[[]string](t, ctx, `Array.from(document.querySelectorAll("#f-graph .edge")).map(e => e.dataset.from + "->" + e.dataset.to).sort()`)
 	if want := []string{"api", "backend", "web"}; !slices.Equal(nodes, want) {
 		t.Errorf("graph nodes = %v, want %v", nodes, want)
 	}
 	if want := []string{"api->backend", "web->api"}; !slices.Equal(edges, want) {
 		t.Errorf("graph edges = %v, want %v", edges, want)
 	}
-	if colour := eval[string](t, ctx, `getComputedStyle(document.querySelector('#f-graph .node[data-name=api] rect')).stroke`); colour == "" || colour == "none" {
+	if colour := browsertest.Eval[string](t, ctx, `getComputedStyle(document.querySelector('#f-graph .node[data-name=api] rect')).stroke`); colour == "" || colour == "none" {
 		t.Errorf("graph node api has no phase colour: %q", colour)
 	}
 
 	// kill -9: the page shows the crash, then the new process, without a
 	// reload. The backend holds the restart (a back-off) until the page has
 	// shown the crash, so the test sees both states whatever the load.
-	run(t, ctx, "mark the page and record api's phases", chromedp.Evaluate[chromedp.Void](`
+	browsertest.Run(t, ctx, "mark the page and record api's phases", chromedp.Evaluate[chromedp.Void](`
 		window.__sameDocument = true;
 		window.__apiPhases = [document.getElementById("row-api").dataset.phase];
 		new MutationObserver(() => {
@@ -228,17 +104,17 @@ func TestBrowserFleet(t *testing.T) {
 	if err := syscall.Kill(oldAPI, syscall.SIGKILL); err != nil {
 		t.Fatalf("kill -9 %d: %v", oldAPI, err)
 	}
-	waitJS(t, ctx, "api crashed, one restart", `(r => r && r.dataset.phase === "CrashLoopBackOff" && r.dataset.restarts === "1")(document.getElementById("row-api"))`)
+	browsertest.WaitJS(t, ctx, "api crashed, one restart", `(r => r && r.dataset.phase === "CrashLoopBackOff" && r.dataset.restarts === "1")(document.getElementById("row-api"))`)
 	release()
-	waitJS(t, ctx, "api back with a new pid", fmt.Sprintf(`(r => r && r.dataset.phase === "Running" && r.dataset.pid !== "0" && r.dataset.pid !== "%d")(document.getElementById("row-api"))`, oldAPI))
-	if !eval[bool](t, ctx, `window.__sameDocument === true`) {
+	browsertest.WaitJS(t, ctx, "api back with a new pid", fmt.Sprintf(`(r => r && r.dataset.phase === "Running" && r.dataset.pid !== "0" && r.dataset.pid !== "%d")(document.getElementById("row-api"))`, oldAPI))
+	if !browsertest.Eval[bool](t, ctx, `window.__sameDocument === true`) {
 		t.Fatal("the page was reloaded")
 	}
-	phases := eval[[]string](t, ctx, `window.__apiPhases`)
+	phases := browsertest.Eval[[]string](t, ctx, `window.__apiPhases`)
 	if i := slices.Index(phases, "CrashLoopBackOff"); i < 1 || phases[0] != "Running" || phases[len(phases)-1] != "Running" {
 		t.Errorf("api's phases in the page: %v, want Running, CrashLoopBackOff, ..., Running", phases)
 	}
-	rows = pageRows(t, ctx)
+	rows = browsertest.Rows(t, ctx)
 	apiSt, _ := b.status().Get("api")
 	if rows["api"].PID != apiSt.PID || rows["api"].Restarts != 1 || healthPID(t, apiSt.Port) != apiSt.PID {
 		t.Errorf("after kill -9: page %+v, status pid %d restarts %d; want the same new pid, answering on its port, 1 restart", rows["api"], apiSt.PID, apiSt.Restarts)
@@ -246,10 +122,10 @@ func TestBrowserFleet(t *testing.T) {
 
 	// The Restart button.
 	oldWeb := rows["web"].PID
-	run(t, ctx, "click web's Restart", chromedp.Click(chromedp.CSS(`#row-web button[data-action=restart]`)))
-	waitJS(t, ctx, "web restarted", fmt.Sprintf(`(r => r && r.dataset.phase === "Running" && r.dataset.pid !== "0" && r.dataset.pid !== "%d")(document.getElementById("row-web"))`, oldWeb))
+	browsertest.Run(t, ctx, "click web's Restart", chromedp.Click(chromedp.CSS(`#row-web button[data-action=restart]`)))
+	browsertest.WaitJS(t, ctx, "web restarted", fmt.Sprintf(`(r => r && r.dataset.phase === "Running" && r.dataset.pid !== "0" && r.dataset.pid !== "%d")(document.getElementById("row-web"))`, oldWeb))
 	webSt, _ := b.status().Get("web")
-	if got := pageRows(t, ctx)["web"].PID; got != webSt.PID || healthPID(t, webSt.Port) != webSt.PID {
+	if got := browsertest.Rows(t, ctx)["web"].PID; got != webSt.PID || healthPID(t, webSt.Port) != webSt.PID {
 		t.Errorf("after Restart: page pid %d, status pid %d; want the same, answering on its port", got, webSt.PID)
 	}
 	if err := syscall.Kill(oldWeb, 0); !errors.Is(err, syscall.ESRCH) {
@@ -260,14 +136,14 @@ func TestBrowserFleet(t *testing.T) {
 	}
 
 	// The server page: status, evidence, events and the live log.
-	run(t, ctx, "open api's page", chromedp.Click(chromedp.CSS(`#row-api td.name a`)))
-	waitJS(t, ctx, "api's page", `location.pathname === "/servers/api"`)
+	browsertest.Run(t, ctx, "open api's page", chromedp.Click(chromedp.CSS(`#row-api td.name a`)))
+	browsertest.WaitJS(t, ctx, "api's page", `location.pathname === "/servers/api"`)
 	// Each start prints its line twice: the test server writes -print on
 	// stdout and stderr, both the log file.
-	waitJS(t, ctx, "api's page, live, with two starts in its log",
+	browsertest.WaitJS(t, ctx, "api's page, live, with two starts in its log",
 		`document.body.dataset.page === "server" && document.getElementById("live").dataset.state === "live" &&
 		 Array.from(document.querySelectorAll("#log div")).filter(d => d.textContent.startsWith("api: listening")).length === 2*2`)
-	html := eval[string](t, ctx, `document.documentElement.outerHTML`)
+	html := browsertest.Eval[string](t, ctx, `document.documentElement.outerHTML`)
 	for _, want := range []string{"killed by signal 9 (SIGKILL)", "API_TOKEN", "(values not shown)", "boot id", "depends on", "./bin/api"} {
 		if !strings.Contains(strings.ToLower(html), strings.ToLower(want)) {
 			t.Errorf("api's page lacks %q", want)
@@ -277,10 +153,10 @@ func TestBrowserFleet(t *testing.T) {
 		t.Fatal("api's page shows an env value")
 	}
 	apiSt, _ = b.status().Get("api")
-	run(t, ctx, "click api's Restart on its page", chromedp.Click(chromedp.CSS(`#s-head button[data-action=restart]`)))
-	waitJS(t, ctx, "a third start in api's log, followed live",
+	browsertest.Run(t, ctx, "click api's Restart on its page", chromedp.Click(chromedp.CSS(`#s-head button[data-action=restart]`)))
+	browsertest.WaitJS(t, ctx, "a third start in api's log, followed live",
 		`Array.from(document.querySelectorAll("#log div")).filter(d => d.textContent.startsWith("api: listening")).length === 3*2`)
-	waitJS(t, ctx, "api's page shows the new pid", fmt.Sprintf(`(h => h && h.dataset.phase === "Running" && h.dataset.pid !== "%d")(document.querySelector("#s-head .s-head"))`, apiSt.PID))
+	browsertest.WaitJS(t, ctx, "api's page shows the new pid", fmt.Sprintf(`(h => h && h.dataset.phase === "Running" && h.dataset.pid !== "%d")(document.querySelector("#s-head .s-head"))`, apiSt.PID))
 
 	// A cross-origin form post from a page on another loopback port: the
 	// browser sends it (and, the site being the same, the cookie); the
@@ -291,8 +167,8 @@ func TestBrowserFleet(t *testing.T) {
 		fmt.Fprintf(w, `<form id=f method=post action="%s/servers/api/stop"></form><script>document.getElementById("f").submit()</script>`, s.base)
 	}))
 	t.Cleanup(evil.Close)
-	run(t, ctx, "open a page of another origin", chromedp.Navigate(evil.URL))
-	waitJS(t, ctx, "the dashboard's refusal", `location.href.endsWith("/servers/api/stop") && document.body && document.body.innerText.includes("403 Forbidden")`)
+	browsertest.Run(t, ctx, "open a page of another origin", chromedp.Navigate(evil.URL))
+	browsertest.WaitJS(t, ctx, "the dashboard's refusal", `location.href.endsWith("/servers/api/stop") && document.body && document.body.innerText.includes("403 Forbidden")`)
 	if n := b.requests.Load(); n != before {
 		t.Fatalf("a cross-origin post reached the backend (%d requests, %d before)", n, before)
 	}
@@ -317,7 +193,7 @@ func TestBrowserScreenshots(t *testing.T) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	ctx := newBrowser(t, 1280, 900)
+	ctx := browsertest.New(t, 1280, 900)
 	fleet := append(append([]fleetServer(nil), quickStart...), fleetServer{"worker", []string{"backend"}}, fleetServer{"cache", nil}, fleetServer{"admin", []string{"api", "cache"}})
 	b := startProcBackend(t, fleet)
 	s := serve(t, Config{Backend: b, Log: testr.New(t)})
@@ -344,29 +220,14 @@ func TestBrowserScreenshots(t *testing.T) {
 		if dark {
 			scheme = "dark"
 		}
-		run(t, ctx, "set "+scheme+" "+name,
-			chromedp.EmulateViewport(width, height),
-			chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
-				_, err := cdp.Call(ctx, tg, emulation.SetEmulatedMedia, emulation.SetEmulatedMediaParams{
-					Features: []*emulation.MediaFeature{{Name: "prefers-color-scheme", Value: scheme}},
-				})
-				return err
-			}),
-			chromedp.Navigate(url))
-		waitJS(t, ctx, name+" ready", `document.getElementById("live").dataset.state === "live" && `+ready)
-		cctx, cancel := context.WithTimeout(ctx, browserWait)
-		defer cancel()
-		png, err := chromedp.Run(cctx, chromedp.FullScreenshot(100))
-		if err != nil {
-			t.Fatalf("screenshot %s: %v", name, err)
-		}
+		png := browsertest.Screenshot(t, ctx, width, height, scheme, url, ready)
 		path := filepath.Join(dir, name+"-"+scheme+".png")
 		if err := os.WriteFile(path, png, 0o644); err != nil {
 			t.Fatal(err)
 		}
 		t.Logf("wrote %s (%d bytes)", path, len(png))
 	}
-	run(t, ctx, "open the printed URL", chromedp.Navigate(s.url))
+	browsertest.Run(t, ctx, "open the printed URL", chromedp.Navigate(s.url))
 	fleetReady := `document.querySelectorAll("#rows tr").length === 6 && document.querySelector("#row-worker").dataset.phase === "CrashLoopBackOff"`
 	serverReady := `document.querySelectorAll("#log div").length > 0 && document.querySelectorAll("#s-events li").length > 0`
 	for _, dark := range []bool{false, true} {
@@ -374,7 +235,7 @@ func TestBrowserScreenshots(t *testing.T) {
 		shot("server", 1280, 900, dark, s.base+"/servers/api", serverReady)
 	}
 	shot("fleet-narrow", 390, 844, false, s.base+"/", fleetReady)
-	if w := eval[int](t, ctx, `document.documentElement.scrollWidth`); w > 390 {
+	if w := browsertest.Eval[int](t, ctx, `document.documentElement.scrollWidth`); w > 390 {
 		t.Errorf("the fleet page is %d px wide in a 390 px window: it does not fit", w)
 	}
 }
