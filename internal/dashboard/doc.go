@@ -16,8 +16,10 @@
 //     header is a loopback name or address (DNS rebinding); it carries the
 //     token, a random 256-bit secret that is in the URL printed once and is
 //     traded at the first visit for an HttpOnly, SameSite=Strict cookie
-//     (the URL is then redirected without it); anything but GET and HEAD
-//     is a POST whose Origin is the dashboard's own (and whose
+//     (the URL is then redirected without it, or, when another site
+//     started the navigation, left by a refresh of the dashboard's own
+//     page, which the browser lets carry the cookie); anything but GET
+//     and HEAD is a POST whose Origin is the dashboard's own (and whose
 //     Sec-Fetch-Site, when sent, is same-origin). No CORS header is ever
 //     sent. Responses forbid framing, scripts and connections from
 //     elsewhere (CSP), referrers and caching.

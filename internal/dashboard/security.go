@@ -8,6 +8,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"html"
 	"net"
 	"net/http"
 	"net/netip"
@@ -152,6 +153,10 @@ func (g *guard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		q := u.Query()
 		q.Del(tokenParam)
 		u.RawQuery = q.Encode()
+		if r.Header.Get("Sec-Fetch-Site") == "cross-site" {
+			moveOn(w, u.RequestURI())
+			return
+		}
 		http.Redirect(w, r, u.RequestURI(), http.StatusSeeOther)
 		return
 	}
@@ -176,6 +181,19 @@ func (g *guard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	g.next.ServeHTTP(w, r)
+}
+
+// moveOn answers a page that sends the browser on to target by itself.
+// A navigation that another site started (a link elsewhere, the file that
+// `procfleet ui --open` opens) keeps that site through a redirect, and
+// the browser withholds the SameSite=Strict cookie from the redirected
+// request; a refresh the dashboard's own page makes is same-site, so it
+// carries the cookie. The refresh replaces the page in the history.
+func moveOn(w http.ResponseWriter, target string) {
+	t := html.EscapeString(target)
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.WriteHeader(http.StatusOK)
+	_, _ = fmt.Fprintf(w, "<!doctype html>\n<meta charset=\"utf-8\">\n<meta http-equiv=\"refresh\" content=\"0; url=%s\">\n<title>procfleet</title>\n<p><a href=\"%s\">Open the dashboard</a></p>\n", t, t)
 }
 
 // setSecurityHeaders sets the headers of every response: scripts, styles

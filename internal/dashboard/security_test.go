@@ -154,6 +154,15 @@ func TestGate(t *testing.T) {
 			t.Errorf("Set-Cookie %q lacks %q", set, want)
 		}
 	}
+	// A navigation another site started gets a page that moves on by
+	// itself (a redirect would keep that site, and the browser would not
+	// send the Strict cookie after it), without the token in it.
+	resp, body := do(plain, "GET", "/servers/s001?token="+url.QueryEscape(s.d.token), map[string]string{"Sec-Fetch-Site": "cross-site"})
+	if resp.StatusCode != http.StatusOK || !strings.Contains(body, `<meta http-equiv="refresh" content="0; url=/servers/s001">`) ||
+		strings.Contains(body, s.d.token) || !strings.Contains(resp.Header.Get("Set-Cookie"), "SameSite=Strict") {
+		t.Errorf("GET with the token from another site: %s, Set-Cookie %q, body %q; want 200, the cookie, a refresh to /servers/s001 and no token",
+			resp.Status, resp.Header.Get("Set-Cookie"), body)
+	}
 
 	refused := []struct {
 		what   string
@@ -210,7 +219,7 @@ func TestGate(t *testing.T) {
 			}
 		}
 	}
-	resp, body := do(plain, "GET", "/", map[string]string{"Host": "localhost:" + portOf(s.base), "Cookie": cookie})
+	resp, body = do(plain, "GET", "/", map[string]string{"Host": "localhost:" + portOf(s.base), "Cookie": cookie})
 	if resp.StatusCode != http.StatusOK {
 		t.Errorf("Host localhost: %s, want 200: %s", resp.Status, body)
 	}
