@@ -127,7 +127,8 @@ func WaitJS(t testing.TB, ctx context.Context, what, predicate string) {
 	shown, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`location.pathname + ": " +
 		Array.from(document.querySelectorAll("[data-name][data-phase]")).map(r => r.dataset.name + "=" + r.dataset.phase + "/" + r.dataset.pid + "/" + r.dataset.restarts).join(" ") +
 		"; live: " + (document.getElementById("live") || {dataset: {}}).dataset.state +
-		"; log: " + JSON.stringify(Array.from(document.querySelectorAll("#log div")).map(d => d.textContent))`))
+		"; log: " + JSON.stringify(Array.from(document.querySelectorAll("#log div")).map(d => d.textContent)) +
+		"; text: " + JSON.stringify(((document.body || {}).innerText || "").slice(0, 200))`))
 	t.Fatalf("%s: the page never showed it (%v); page: %s", what, err, shown)
 }
 
