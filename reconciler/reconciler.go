@@ -681,6 +681,7 @@ func (r *Reconciler) Run(ctx context.Context) error {
 					return
 				case <-t.C():
 					r.log.V(1).Info("Resync")
+					fw.Resync()
 					r.rotateLogs()
 					r.enqueueAll()
 				}
