@@ -36,6 +36,11 @@ func (b apiBackend) Events(_ context.Context, name string) (any, error) {
 	return b.r.Events(name)
 }
 
+func (b apiBackend) Verb(ctx context.Context, verb string, names []string, wait bool, timeout time.Duration) (any, error) {
+	st, err := b.r.verbThroughAPI(ctx, verb, names, wait, timeout)
+	return st, apiError(err)
+}
+
 // Events returns a server's recent events, oldest first.
 func (r *Reconciler) Events(name string) ([]Event, error) {
 	r.mu.Lock()
@@ -56,7 +61,7 @@ func apiError(err error) error {
 		return nil
 	case errors.As(err, &nc) && nc.Cause != nil:
 		return fmt.Errorf("%w: %w", nc.Cause, api.ErrFailed)
-	case errors.As(err, &nc), errors.As(err, &de), errors.As(err, new(spec.ErrorList)):
+	case errors.As(err, &nc), errors.As(err, &de), errors.As(err, new(spec.ErrorList)), errors.As(err, new(*RefusedError)):
 		// Not converged, not stopped, or fleet files that do not load (the
 		// last good fleet stays in force): it ran but did not succeed.
 		return fmt.Errorf("%w: %w", err, api.ErrFailed)
@@ -99,11 +104,14 @@ func (r *Reconciler) Reload(ctx context.Context, wait bool, timeout time.Duratio
 	}
 	r.mu.Lock()
 	fw := r.fw
-	r.held = map[string]bool{}
+	save := r.liftAllLocked() // apply lifts every stop
 	since := r.passes
 	r.mu.Unlock()
 	if fw == nil {
 		return Status{}, errors.New("reload: the reconciler is not running")
+	}
+	if save {
+		r.saveHolds()
 	}
 	began := r.clock.Now()
 	if err := fw.Reload(ctx); err != nil {
@@ -129,9 +137,11 @@ func (r *Reconciler) Reload(ctx context.Context, wait bool, timeout time.Duratio
 
 // DownServers stops the named servers (all when names is empty), dependents
 // first, and keeps the declared ones stopped until their files change, a
-// Reload, or the reconciler restarts. It returns once each has stopped;
-// the error is a *DownError naming those that could not be, or an
-// *UnknownNameError.
+// Reload, or a Start or Restart of them; named ones as Stop keeps them
+// (saved in the state folder: a restarted up keeps them stopped), all of
+// them only until the reconciler restarts. It returns once each has
+// stopped; the error is a *DownError naming those that could not be, or
+// an *UnknownNameError.
 func (r *Reconciler) DownServers(ctx context.Context, names []string) (Status, error) {
 	r.mu.Lock()
 	running := r.fw != nil
@@ -143,5 +153,5 @@ func (r *Reconciler) DownServers(ctx context.Context, names []string) (Status, e
 	if err != nil {
 		return Status{}, err
 	}
-	return r.stopAndWait(ctx, targets)
+	return r.stopAndWait(ctx, targets, len(names) > 0)
 }

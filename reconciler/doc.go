@@ -80,6 +80,20 @@
 //     server and appended to the server's events file, by up, apply and
 //     down alike; status.json is rewritten after changes, at most every
 //     50 ms.
+//   - Requests by name. Stop, Start and Restart (the CLI verbs, the API's
+//     and the dashboard's) return once the reconciler has taken them;
+//     Request.Wait tells how they end. A stop is a hold: the server stays
+//     stopped through resyncs, exits of other servers and restarts of up
+//     (held.json in the state folder, read in setup) until Start, Restart,
+//     apply, or a change to its fleet file or env files (also one made
+//     while no up ran: the hold keeps the server's fingerprint). Start and
+//     Restart lift the holds of the servers and of what they depend on;
+//     a server not running then starts at once, afresh, whatever its last
+//     exit, restart policy or backoff; Restart replaces a running one
+//     (graceful stop, port released, fresh start) and never its
+//     dependents, and a quarantined server refuses it. A request counts as
+//     carried out only from the pass that acts on it, so a wait never
+//     ends on what the server showed before. Act does the same without up.
 //   - Logs rotated. Run rotates the servers' logs (logs/*.log) that have
 //     reached Config.LogRotation's size as it starts and on each periodic
 //     resync, as the holder of the state folder's lock.
@@ -118,8 +132,9 @@
 //     it.
 //
 // Run is `procfleet up`; Converge is `procfleet apply`; Down is
-// `procfleet down` (DownServers through a running up); Inspect is what
-// status, describe and diff see without up. ARCHITECTURE.md at the root of
+// `procfleet down` (DownServers through a running up); Stop, Start and
+// Restart are `procfleet stop`, `start` and `restart` through up (Act
+// without it); Inspect is what status, describe and diff see without up. ARCHITECTURE.md at the root of
 // the repository draws the state machine and maps DESIGN.md's rules to the
 // code.
 package reconciler

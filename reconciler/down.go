@@ -140,7 +140,7 @@ func (r *Reconciler) Down(ctx context.Context, names []string) (Status, error) {
 	r.cfg.Workers = max(1, min(len(targets), maxDownWorkers))
 	wctx, cancel := context.WithCancel(context.Background())
 	workers := r.startWorkers(wctx)
-	st, derr := r.stopAndWait(ctx, targets)
+	st, derr := r.stopAndWait(ctx, targets, len(names) > 0)
 	r.teardown(workers)
 	cancel()
 	if r.cfg.StateDir != nil {
@@ -187,45 +187,11 @@ func (r *Reconciler) downTargets(names []string) ([]string, error) {
 	return out, nil
 }
 
-// stopAndWait holds the declared targets stopped, stops every target
-// (dependents first) and waits until each has stopped or could not be.
-func (r *Reconciler) stopAndWait(ctx context.Context, targets []string) (Status, error) {
-	r.mu.Lock()
-	if r.stopping == nil {
-		r.stopping = map[string][]string{}
-	}
-	for _, n := range targets {
-		var deps []string
-		if d, ok := r.desired[n]; ok && d.Server != nil {
-			r.held[n] = true
-			deps = d.Server.Spec.DependsOn
-		}
-		r.stopping[n] = deps
-	}
-	since := r.passes
-	r.mu.Unlock()
-	for _, n := range targets {
-		r.queue.Add(n)
-	}
-	bad, cause := r.waitSettled(ctx, targets, since, r.clock.Now(), settleDown)
-	r.mu.Lock()
-	for _, n := range targets {
-		delete(r.stopping, n)
-	}
-	r.mu.Unlock()
-	st := r.Status()
-	if len(bad) == 0 {
-		return st, nil
-	}
-	failed := make(map[string]error, len(bad))
-	for n, why := range bad {
-		if cause != nil {
-			failed[n] = fmt.Errorf("not stopped yet (%s): %w", why, cause)
-			continue
-		}
-		failed[n] = errors.New(why)
-	}
-	return st, &DownError{Servers: failed}
+// stopAndWait holds the declared targets stopped (persist: in held.json
+// too, as stop does), stops every target (dependents first) and waits
+// until each has stopped or could not be.
+func (r *Reconciler) stopAndWait(ctx context.Context, targets []string, persist bool) (Status, error) {
+	return r.waitStopped(ctx, r.takeStop(targets, persist))
 }
 
 // mergeStatus writes, into the status.json at path (when there is one), the

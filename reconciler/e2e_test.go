@@ -44,6 +44,7 @@ type testSpec struct {
 	policy  string
 	extra   string // more YAML under spec:, indented by two spaces
 	noStamp bool
+	grace   int // terminationGracePeriodSeconds; 0 means 5
 }
 
 func newTestFleet(t *testing.T) *testFleet {
@@ -112,7 +113,11 @@ func (f *testFleet) write() {
 		fmt.Fprintf(&b, "apiVersion: procfleet.dev/v1alpha1\nkind: Server\nmetadata:\n  name: %s\nspec:\n", n)
 		fmt.Fprintf(&b, "  command: [%s]\n", strings.Join(q, ", "))
 		fmt.Fprintf(&b, "  env: [{name: %s, value: \"1\"}]\n", testserver.EnvVar)
-		fmt.Fprintf(&b, "  terminationGracePeriodSeconds: 5\n  killTimeoutSeconds: 5\n")
+		grace := s.grace
+		if grace == 0 {
+			grace = 5
+		}
+		fmt.Fprintf(&b, "  terminationGracePeriodSeconds: %d\n  killTimeoutSeconds: 5\n", grace)
 		if s.port > 0 {
 			fmt.Fprintf(&b, "  port: %d\n", s.port)
 		}

@@ -717,20 +717,24 @@ func canonDir(dir string) string {
 func fingerprints(f *spec.Fleet) map[string][]byte {
 	m := make(map[string][]byte, len(f.Servers))
 	for i := range f.Servers {
-		s := &f.Servers[i]
-		b, err := json.Marshal(s)
-		if err != nil {
-			b = []byte(err.Error())
-		}
-		for _, e := range s.EnvFiles {
-			b = append(b, "\nenvFile "...)
-			b = append(b, e.Path...)
-			b = append(b, '\n')
-			b = append(b, envPrint(e)...)
-		}
-		m[s.Metadata.Name] = b
+		m[f.Servers[i].Metadata.Name] = fingerprintOf(&f.Servers[i])
 	}
 	return m
+}
+
+// fingerprintOf is one server's fingerprint.
+func fingerprintOf(s *spec.Server) []byte {
+	b, err := json.Marshal(s)
+	if err != nil {
+		b = []byte(err.Error())
+	}
+	for _, e := range s.EnvFiles {
+		b = append(b, "\nenvFile "...)
+		b = append(b, e.Path...)
+		b = append(b, '\n')
+		b = append(b, envPrint(e)...)
+	}
+	return b
 }
 
 func changedNames(old, cur map[string][]byte) []string {

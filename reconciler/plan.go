@@ -94,6 +94,12 @@ type Desired struct {
 	// OneShot (apply): a first exit before Ready restarts at once; a
 	// second exit before Ready, or an exit after Ready, is Failed.
 	OneShot bool
+	// StartNow (start or restart NAME, not yet carried out): if it is not
+	// running it starts now, afresh: its last exit, restartPolicy, crash
+	// backoff and apply's give-up rules are set aside.
+	StartNow bool
+	// Restart (restart NAME): if it runs, it is replaced now, afresh.
+	Restart bool
 }
 
 // Observed is what the reconciler knows about one server right now: the
@@ -301,6 +307,10 @@ func stoppingDependents(name string, desired map[string]Desired, observed map[st
 }
 
 func planRunning(a Action, d Desired, o Observed) Action {
+	if d.Restart {
+		a.Kind, a.Phase, a.Reason, a.Fresh = ActionReplace, PhaseStopping, reasonRestartRequested, true
+		return a
+	}
 	if o.Starting {
 		if o.SpecHash != "" && o.SpecHash != d.Hash {
 			a.Kind, a.Phase, a.Reason = ActionReplace, PhaseStopping, "spec changed while starting"
@@ -334,7 +344,7 @@ func planRunning(a Action, d Desired, o Observed) Action {
 
 func planNotRunning(a Action, name string, d Desired, o Observed, desired map[string]Desired, observed map[string]Observed) Action {
 	restart := false
-	if o.Exit != nil && (o.ExitHash == "" || o.ExitHash == d.Hash) {
+	if o.Exit != nil && !d.StartNow && (o.ExitHash == "" || o.ExitHash == d.Hash) {
 		switch d.Server.Spec.RestartPolicy {
 		case spec.RestartNever:
 			a.Kind, a.Reason = ActionNothing, o.Exit.Reason
@@ -391,6 +401,10 @@ func planNotRunning(a Action, name string, d Desired, o Observed, desired map[st
 
 	a.Kind, a.Phase, a.Fresh = ActionStart, PhaseStarting, !restart
 	switch {
+	case d.Restart:
+		a.Reason = reasonRestartRequested
+	case d.StartNow:
+		a.Reason = reasonStartRequested
 	case restart:
 		a.Reason = "restarting after " + o.Exit.Reason
 		if o.RestartRule != "" {

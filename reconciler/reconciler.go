@@ -147,12 +147,21 @@ type Reconciler struct {
 	errs    spec.ErrorList
 	servers map[string]*server
 	// held are the servers kept stopped by down or stop, until the files
-	// change, apply, start or restart.
+	// change, apply, start or restart; kept are those of them whose hold
+	// is saved in held.json (stop, down NAME), so a later up keeps it.
 	held map[string]bool
+	kept map[string]holdEntry
+	// requests are the starts and restarts asked (Start, Restart) per
+	// server; one is pending until its worker takes it (server.taken).
+	requests map[string]startAsk
+	reqSeq   uint64
+	// acting: requests are taken (Run, Act).
+	acting bool
 	// stopping lists, while a down runs, the servers it stops that have
 	// not stopped yet, with what they depend on: dependents stop first.
 	stopping map[string][]string
 	passes   uint64         // reconcile passes done; server.lastPass is the last one's number
+	holdsMu  sync.Mutex     // one writer of held.json at a time
 	fw       *FleetWatcher  // set by Run
 	starts   sync.WaitGroup // readiness waits, probers and exit-status looks in flight
 }
@@ -167,6 +176,8 @@ type server struct {
 	events   ring
 	inbox    []post
 	lastPass uint64
+	// taken is the seq of the last start request its worker carried out.
+	taken uint64
 
 	// Owned by the worker that holds the server's key (and by teardown,
 	// once the workers have ended).
@@ -209,6 +220,8 @@ func New(cfg Config) (*Reconciler, error) {
 		changeCh:   make(chan struct{}),
 		servers:    map[string]*server{},
 		held:       map[string]bool{},
+		kept:       map[string]holdEntry{},
+		requests:   map[string]startAsk{},
 		desired:    map[string]Desired{},
 	}
 	if r.clock == nil {
@@ -534,6 +547,7 @@ func (r *Reconciler) setup() error {
 			r.mu.Unlock()
 		}
 	}
+	r.loadHolds()
 	if r.exits == nil {
 		w, err := observe.NewExitWatcher(r.log)
 		if err != nil {
@@ -643,11 +657,12 @@ func (r *Reconciler) Run(ctx context.Context) error {
 	}
 	r.rotateLogs()
 	r.mu.Lock()
-	r.fw = fw // from now on the API may reload and down
+	r.fw = fw // from now on the API may reload, down, stop, start, restart
+	r.acting = true
 	r.mu.Unlock()
 	defer func() {
 		r.mu.Lock()
-		r.fw = nil
+		r.fw, r.acting = nil, false
 		r.mu.Unlock()
 	}()
 	ctx, cancel := context.WithCancel(ctx)
@@ -656,12 +671,8 @@ func (r *Reconciler) Run(ctx context.Context) error {
 	bg.Go(func() { r.statusWriter(ctx) })
 	bg.Go(func() {
 		err := fw.Run(ctx, func(u FleetUpdate) {
-			r.mu.Lock()
 			// A change of a server's files lifts its stop (down, stop).
-			for _, n := range u.Changed {
-				delete(r.held, n)
-			}
-			r.mu.Unlock()
+			r.liftForChanges(u.Changed, u.Fleet)
 			r.setDesired(u.Fleet, u.Errors)
 			if len(u.Changed) > 0 {
 				r.enqueueAll()
@@ -744,6 +755,12 @@ func (r *Reconciler) Converge(ctx context.Context, opts ConvergeOptions) (Status
 	r.setDesired(fleet, nil)
 	if err := r.setup(); err != nil {
 		return Status{}, err
+	}
+	r.mu.Lock()
+	save := r.liftAllLocked() // apply lifts every stop
+	r.mu.Unlock()
+	if save {
+		r.saveHolds()
 	}
 	wctx, cancel := context.WithCancel(context.Background())
 	var bg sync.WaitGroup
@@ -834,6 +851,7 @@ func (r *Reconciler) settledAll(names []string, since uint64, began time.Time, m
 		v := settleView{declared: declared && d.Server != nil, held: r.held[n], waitedOn: waitedOn[n], toStop: toStop}
 		if s != nil {
 			st := &s.st
+			v.requested = r.requests[n].seq > s.taken
 			v.passed = s.lastPass > since
 			v.phase, v.ready = st.phase, st.isReady
 			v.running, v.starting = st.pid != 0 && st.phase != PhaseQuarantined, st.starting

@@ -38,6 +38,8 @@ type settleView struct {
 	// toStop: a down has yet to stop it (it may wait for its dependents
 	// without ever having been looked at as running).
 	toStop bool
+	// requested: a start or restart asked of it is not carried out yet.
+	requested bool
 }
 
 // settleVerdict is settled's answer for one server.
@@ -64,6 +66,14 @@ func failedBecause(why string) settleVerdict {
 // and without --wait), Converge, Reload's wait, down and stop use.
 func settled(v settleView, mode settleMode) settleVerdict {
 	if !v.passed {
+		return pending
+	}
+	if v.requested && v.declared && !v.held && mode != settleDown {
+		// What it shows is from before the start or restart asked of
+		// it; only a quarantine keeps the request from being taken.
+		if v.phase == PhaseQuarantined {
+			return failedBecause("")
+		}
 		return pending
 	}
 	if mode == settleDown || !v.declared || v.held {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os/exec"
 	"strings"
 	"time"
@@ -87,8 +88,17 @@ func (r *Reconciler) reconcile(ctx context.Context, name string) (Result, error)
 	if len(r.held) > 0 {
 		desired = withHeld(desired, r.held)
 	}
+	req := r.requests[name]
+	if req.seq <= s.taken {
+		req = startAsk{}
+	}
 	r.mu.Unlock()
 	d, declared := desired[name]
+	if req.seq > 0 && declared && !d.Held {
+		d.StartNow, d.Restart = true, req.restart
+		desired = maps.Clone(desired)
+		desired[name] = d
+	}
 
 	var err error
 	for _, p := range posts {
@@ -113,6 +123,9 @@ func (r *Reconciler) reconcile(ctx context.Context, name string) (Result, error)
 	r.mu.Lock()
 	r.passes++
 	s.lastPass = r.passes
+	if req.seq > 0 && requestTaken(a, ob.obs) {
+		s.taken = req.seq // seen with this pass's outcome, never before it
+	}
 	_, inStop := r.stopping[name]
 	atRest := s.st.phase == PhaseStopped || s.st.phase == PhaseFailed || s.st.phase == PhaseQuarantined
 	r.mu.Unlock()

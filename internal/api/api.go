@@ -32,7 +32,16 @@ type Backend interface {
 	Down(ctx context.Context, names []string) (any, error)
 	// Events reports the named server's recent events.
 	Events(ctx context.Context, name string) (any, error)
+	// Verb carries out stop, start or restart (one of Verbs) on the named
+	// servers (never none). With wait it returns once they are stopped, or
+	// Ready (or given up on, or timeout has passed; 0 means no limit other
+	// than ctx); without, once the request is taken.
+	Verb(ctx context.Context, verb string, names []string, wait bool, timeout time.Duration) (any, error)
 }
+
+// Verbs are the requests on named servers the API carries: the CLI's
+// stop, start and restart.
+var Verbs = []string{"stop", "start", "restart"}
 
 // Sentinel errors. A Backend wraps the first three to choose the status
 // code; on the client side, a *Error matches them (errors.Is) by status code.
@@ -74,6 +83,16 @@ type ReloadRequest struct {
 type DownRequest struct {
 	Names []string `json:"names,omitempty"`
 	All   bool     `json:"all,omitempty"`
+}
+
+// VerbRequest is the body of POST /v1/stop, /v1/start and /v1/restart.
+type VerbRequest struct {
+	// Names are the servers; at least one.
+	Names []string `json:"names"`
+	// Wait makes the call return once the verb is carried out.
+	Wait bool `json:"wait,omitempty"`
+	// Timeout bounds the wait, as a Go duration; empty means none.
+	Timeout string `json:"timeout,omitempty"`
 }
 
 // errorBody is the body of every error response.
@@ -144,16 +163,42 @@ func decodeReload(data []byte) (wait bool, timeout time.Duration, err error) {
 	if err := decodeStrict(data, &req); err != nil {
 		return false, 0, err
 	}
-	if req.Timeout != "" {
-		timeout, err = time.ParseDuration(req.Timeout)
-		if err != nil {
-			return false, 0, fmt.Errorf("%w: timeout: %v", ErrInvalid, err)
-		}
-		if timeout < 0 || timeout > MaxReloadTimeout {
-			return false, 0, fmt.Errorf("%w: timeout %s is outside [0, %s]", ErrInvalid, timeout, MaxReloadTimeout)
-		}
+	timeout, err = parseTimeout(req.Timeout)
+	return req.Wait, timeout, err
+}
+
+// parseTimeout parses a request's timeout ("" means none).
+func parseTimeout(s string) (time.Duration, error) {
+	if s == "" {
+		return 0, nil
 	}
-	return req.Wait, timeout, nil
+	timeout, err := time.ParseDuration(s)
+	if err != nil {
+		return 0, fmt.Errorf("%w: timeout: %v", ErrInvalid, err)
+	}
+	if timeout < 0 || timeout > MaxReloadTimeout {
+		return 0, fmt.Errorf("%w: timeout %s is outside [0, %s]", ErrInvalid, timeout, MaxReloadTimeout)
+	}
+	return timeout, nil
+}
+
+// decodeVerb decodes and validates the body of a stop, start or restart:
+// at least one name, each a DNS label, none twice.
+func decodeVerb(data []byte) (names []string, wait bool, timeout time.Duration, err error) {
+	var req VerbRequest
+	if err := decodeStrict(data, &req); err != nil {
+		return nil, false, 0, err
+	}
+	if len(req.Names) == 0 {
+		return nil, false, 0, fmt.Errorf("%w: no server named", ErrInvalid)
+	}
+	if err := checkNames(req.Names); err != nil {
+		return nil, false, 0, err
+	}
+	if timeout, err = parseTimeout(req.Timeout); err != nil {
+		return nil, false, 0, err
+	}
+	return req.Names, req.Wait, timeout, nil
 }
 
 // decodeDown decodes and validates a down body. Empty names means all.

@@ -107,6 +107,10 @@ func (b *fakeBackend) Events(ctx context.Context, name string) (any, error) {
 	return b.record(ctx, call{Method: "Events", Names: []string{name}})
 }
 
+func (b *fakeBackend) Verb(ctx context.Context, verb string, names []string, wait bool, timeout time.Duration) (any, error) {
+	return b.record(ctx, call{Method: verb, Names: names, Wait: wait, Timeout: timeout})
+}
+
 func (b *fakeBackend) Calls() []call {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -201,6 +205,33 @@ func TestClientServer(t *testing.T) {
 			wantCall:  call{Method: "Down", Names: []string{"db"}},
 			wantOut:   result{Servers: []string{"db"}},
 			wantErr:   ErrFailed,
+		},
+		{
+			name:      "stop",
+			backendOK: result{Servers: []string{"api"}},
+			do: func(ctx context.Context, c *Client, out any) error {
+				return c.Verb(ctx, "stop", []string{"api"}, true, 0, out)
+			},
+			wantCall: call{Method: "stop", Names: []string{"api"}, Wait: true},
+			wantOut:  result{Servers: []string{"api"}},
+		},
+		{
+			name: "start without wait",
+			do: func(ctx context.Context, c *Client, out any) error {
+				return c.Verb(ctx, "start", []string{"api", "db"}, false, 0, out)
+			},
+			wantCall: call{Method: "start", Names: []string{"api", "db"}},
+		},
+		{
+			name:      "restart refused",
+			backendOK: result{Servers: []string{"api"}},
+			backendEr: fmt.Errorf("restart api refused: quarantined: %w", ErrFailed),
+			do: func(ctx context.Context, c *Client, out any) error {
+				return c.Verb(ctx, "restart", []string{"api"}, true, time.Minute, out)
+			},
+			wantCall: call{Method: "restart", Names: []string{"api"}, Wait: true, Timeout: time.Minute},
+			wantOut:  result{Servers: []string{"api"}},
+			wantErr:  ErrFailed,
 		},
 		{
 			name:      "events of unknown server",

@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"slices"
 	"syscall"
 	"time"
 )
@@ -142,6 +143,21 @@ func (c *Client) Reload(ctx context.Context, wait bool, timeout time.Duration, o
 func (c *Client) Down(ctx context.Context, names []string, out any) error {
 	req := DownRequest{Names: names, All: len(names) == 0}
 	return c.do(ctx, http.MethodPost, "/v1/down", req, out)
+}
+
+// Verb asks for stop, start or restart (one of Verbs) of the named servers;
+// with wait, it returns once they are carried out, failed, or timeout (0:
+// no limit but ctx) passed. The result, also sent with an ErrFailed error,
+// is decoded into out.
+func (c *Client) Verb(ctx context.Context, verb string, names []string, wait bool, timeout time.Duration, out any) error {
+	if !slices.Contains(Verbs, verb) {
+		return fmt.Errorf("api: %w: unknown verb %q", ErrInvalid, verb)
+	}
+	req := VerbRequest{Names: names, Wait: wait}
+	if wait && timeout > 0 {
+		req.Timeout = timeout.String()
+	}
+	return c.do(ctx, http.MethodPost, "/v1/"+verb, req, out)
 }
 
 // Events decodes the named server's recent events into out.

@@ -1,7 +1,7 @@
 // Package api is the transport between a running `procfleet up` and the
-// commands that talk to it (`apply`, `down`, `status`, `describe`): HTTP/1.1
-// over a Unix socket, procfleet.sock in the state folder (DESIGN.md "State
-// folder").
+// commands that talk to it (`apply`, `down`, `stop`, `start`, `restart`,
+// `status`, `describe`): HTTP/1.1 over a Unix socket, procfleet.sock in the
+// state folder (DESIGN.md "State folder").
 //
 // What it can do is fixed by the routes, and none of them accepts a spec, a
 // command line or a path:
@@ -12,6 +12,9 @@
 //	POST /v1/down   {"names":[...]} | {"all":true}   stop servers
 //	GET  /v1/events/{name}                 a server's recent events
 //	GET  /v1/ui                            the dashboard's URL (up --ui), with its token
+//	POST /v1/stop    {"names":[...],"wait":B,"timeout":D}   stop, keep stopped
+//	POST /v1/start   {"names":[...],"wait":B,"timeout":D}   start (lift a stop)
+//	POST /v1/restart {"names":[...],"wait":B,"timeout":D}   replace now
 //
 // The reconciler implements Backend; results are whatever it returns,
 // marshalled as JSON, so its status types stay in the reconciler.

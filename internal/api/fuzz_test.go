@@ -8,7 +8,8 @@ import (
 )
 
 // FuzzDecodeRequest feeds outside bytes to every request decoder: the
-// reload and down bodies and the status query. None may panic; whatever
+// reload, down and verb (stop, start, restart) bodies and the status
+// query. None may panic; whatever
 // they accept must satisfy the checks the Backend relies on, and every
 // refusal must be ErrInvalid (a 400, never a 500).
 func FuzzDecodeRequest(f *testing.F) {
@@ -19,6 +20,8 @@ func FuzzDecodeRequest(f *testing.F) {
 		`{"all":true}`,
 		`{"names":["../x"]}`,
 		`{"names":["api"],"command":["sh"]}`,
+		`{"names":["api"],"wait":true,"timeout":"1m"}`,
+		`{"names":[],"wait":true}`,
 		`{"wait":true,"timeout":"-1ns"}`,
 		`{"Names":["API"]}`,
 		`{"names":["a"]}{}`,
@@ -53,6 +56,18 @@ func FuzzDecodeRequest(f *testing.F) {
 			names2, err := decodeDown(again)
 			if err != nil || len(names2) != len(names) {
 				t.Errorf("round trip of %q: %v, %q", again, err, names2)
+			}
+		}
+
+		names, wait, timeout, err = decodeVerb(data)
+		if err != nil {
+			if !errors.Is(err, ErrInvalid) {
+				t.Errorf("decodeVerb error %v is not ErrInvalid", err)
+			}
+		} else {
+			checkAccepted(t, names)
+			if len(names) == 0 || timeout < 0 || timeout > MaxReloadTimeout {
+				t.Errorf("decodeVerb accepted names %q, wait=%v timeout=%v", names, wait, timeout)
 			}
 		}
 

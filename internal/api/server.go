@@ -96,6 +96,9 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("/v1/down", s.route(http.MethodPost, s.down))
 	mux.HandleFunc("/v1/events/{name}", s.route(http.MethodGet, s.events))
 	mux.HandleFunc("/v1/ui", s.route(http.MethodGet, s.ui))
+	for _, v := range Verbs {
+		mux.HandleFunc("/v1/"+v, s.route(http.MethodPost, s.verb(v)))
+	}
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, fmt.Errorf("no route %s %s", r.Method, r.URL.Path), nil)
 	})
@@ -194,6 +197,20 @@ func (s *Server) down(ctx context.Context, r *http.Request, body []byte) (any, e
 		return nil, err
 	}
 	return s.Backend.Down(ctx, names)
+}
+
+// verb serves POST /v1/<verb>.
+func (s *Server) verb(verb string) handlerFunc {
+	return func(ctx context.Context, r *http.Request, body []byte) (any, error) {
+		if len(r.URL.RawQuery) > 0 {
+			return nil, fmt.Errorf("%w: unexpected query", ErrInvalid)
+		}
+		names, wait, timeout, err := decodeVerb(body)
+		if err != nil {
+			return nil, err
+		}
+		return s.Backend.Verb(ctx, verb, names, wait, timeout)
+	}
 }
 
 func (s *Server) events(ctx context.Context, r *http.Request, _ []byte) (any, error) {
