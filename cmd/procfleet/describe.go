@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"os"
-	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
@@ -478,8 +476,9 @@ func notConvergedHint(nc *reconciler.NotConvergedError) string {
 	return fmt.Sprintf("\nTo see why: procfleet describe %s (last exit, log tail, events; for a quarantined server, how to stop it by hand). Fix it, then run apply again.", names[0])
 }
 
-// completeServerNames completes server names for status and describe: the
-// servers of the fleet files, and those with a record in the state folder.
+// completeServerNames completes server names for the verbs that take them
+// (status, describe, stop, start, restart, down): the servers of the fleet
+// files and their instances, and those with a record in the state folder.
 // It starts and signals nothing.
 func completeServerNames(opts *globalOptions, max int) cobra.CompletionFunc {
 	return func(cmd *cobra.Command, args []string, toComplete string) ([]cobra.Completion, cobra.ShellCompDirective) {
@@ -490,15 +489,14 @@ func completeServerNames(opts *globalOptions, max int) cobra.CompletionFunc {
 		if f, err := spec.Load(opts.FleetPaths()...); err == nil {
 			for _, s := range f.Servers {
 				set[s.Metadata.Name] = true
+				for _, n := range s.InstanceNames() {
+					set[n] = true
+				}
 			}
 		}
 		if path, err := opts.StateDirPath(); err == nil {
-			if entries, err := os.ReadDir(filepath.Join(path, "servers")); err == nil {
-				for _, e := range entries {
-					if n, ok := strings.CutSuffix(e.Name(), ".json"); ok && api.CheckName(n) == nil {
-						set[n] = true
-					}
-				}
+			for _, n := range recordNames(path) {
+				set[n] = true
 			}
 		}
 		for _, a := range args {

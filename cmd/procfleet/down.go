@@ -24,9 +24,14 @@ process group, waits terminationGracePeriodSeconds, then SIGKILL, and waits
 until its port is free; it signals only processes it proves are procfleet's.
 Records are removed.
 
+Named servers stay stopped, as 'procfleet stop' keeps them: with or without
+a running up, and across a restart of up, until 'procfleet start' or
+'restart' names them, 'procfleet apply' runs, or their files change.
+
 While 'procfleet up' runs on the state folder, down asks it, through its
-socket, to stop the servers (in the same order) and to keep them stopped
-until the fleet files change, 'procfleet apply', or up restarts.
+socket, to stop the servers (in the same order); without names it keeps
+them stopped until the fleet files change, 'procfleet apply', or up
+restarts.
 
 Exit status: 0 when every server was stopped; 1 naming each server that could
 not be (a quarantined one included, with how to stop it by hand).`,
@@ -78,6 +83,7 @@ not be (a quarantined one included, with how to stop it by hand).`,
 			return nil
 		},
 	}
+	cmd.ValidArgsFunction = completeServerNames(opts, 0)
 	opts.addFileFlags(cmd)
 	return cmd
 }
@@ -94,6 +100,10 @@ func downThroughUp(ctx context.Context, c *api.Client, progress *progress, names
 		if len(names) == 0 || slices.Contains(names, s.Name) {
 			progress.say(s.Name+": "+reconciler.PhaseSummary(s), "Server", "server", s.Name, "phase", s.Phase.String(), "reason", s.Reason, "message", s.Message)
 		}
+	}
+	if len(names) > 0 {
+		progress.say("kept stopped until 'procfleet start', restart, apply, or a change to their files", "Kept stopped")
+		return nil
 	}
 	progress.say("procfleet up keeps them stopped until the fleet files change, 'procfleet apply', or up restarts", "Kept stopped by up")
 	return nil

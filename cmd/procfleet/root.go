@@ -49,6 +49,9 @@ Exit codes: 0 success, 1 failure, 2 (diff only) changes pending.`,
 		newDescribeCmd(opts),
 		newLogsCmd(opts),
 		newUICmd(opts),
+		newStopCmd(opts),
+		newStartCmd(opts),
+		newRestartCmd(opts),
 		newCompletionCmd(),
 	)
 	return cmd

@@ -43,8 +43,9 @@ func newStatusCmd(opts *globalOptions) *cobra.Command {
 	var output string
 	var watch bool
 	cmd := &cobra.Command{
-		Use:   "status [NAME]... [-o table|json|yaml] [--watch]",
-		Short: "Show the fleet as observed now, with or without a running up",
+		Use:     "status [NAME]... [-o table|json|yaml] [--watch]",
+		Aliases: []string{"ps"},
+		Short:   "Show the fleet as observed now, with or without a running up",
 		Long: `Status shows every server of the fleet files (default procfleet.yaml, or
 -f) and every server with an ownership record in the state folder: its phase,
 whether it is Ready, its pid and port, how often it was restarted, how long

@@ -54,13 +54,17 @@ type e2eFleet struct {
 	state  string
 	server string
 	ports  map[string]int
+	// grace is a server's terminationGracePeriodSeconds (5 when absent);
+	// extra more YAML under its spec:, indented by two spaces.
+	grace map[string]int
+	extra map[string]string
 }
 
 func newE2EFleet(t *testing.T, names ...string) *e2eFleet {
 	t.Helper()
 	dir := t.TempDir()
 	f := &e2eFleet{t: t, dir: dir, file: filepath.Join(dir, "procfleet.yaml"), state: filepath.Join(dir, ".procfleet"),
-		server: testserver.Build(t), ports: map[string]int{}}
+		server: testserver.Build(t), ports: map[string]int{}, grace: map[string]int{}, extra: map[string]string{}}
 	for i, port := range testserver.FreePorts(t, len(names)) {
 		f.ports[names[i]] = port
 	}
@@ -85,11 +89,16 @@ func (f *e2eFleet) write(deps map[string][]string, extraArgs map[string][]string
 		for i, a := range args {
 			q[i] = strconv.Quote(a)
 		}
-		fmt.Fprintf(&b, "apiVersion: procfleet.dev/v1alpha1\nkind: Server\nmetadata: {name: %s}\nspec:\n  command: [%q]\n  args: [%s]\n  port: %d\n  terminationGracePeriodSeconds: 5\n",
-			name, f.server, strings.Join(q, ", "), port)
+		grace := f.grace[name]
+		if grace == 0 {
+			grace = 5
+		}
+		fmt.Fprintf(&b, "apiVersion: procfleet.dev/v1alpha1\nkind: Server\nmetadata: {name: %s}\nspec:\n  command: [%q]\n  args: [%s]\n  port: %d\n  terminationGracePeriodSeconds: %d\n",
+			name, f.server, strings.Join(q, ", "), port, grace)
 		if d := deps[name]; len(d) > 0 {
 			fmt.Fprintf(&b, "  dependsOn: [%s]\n", strings.Join(d, ", "))
 		}
+		b.WriteString(f.extra[name])
 	}
 	if err := os.WriteFile(f.file+".tmp", []byte(b.String()), 0o644); err != nil {
 		f.t.Fatal(err)
