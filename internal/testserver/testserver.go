@@ -13,7 +13,9 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -119,7 +121,30 @@ func FreePorts(t testing.TB, n int) []int {
 //	-grandchild FILE     start a grandchild (this program, no port) in the
 //	                     same process group and write its pid to FILE
 //	-grandchild-setsid   start the grandchild in its own session instead
+//	-grandchild-holds-port  give the grandchild the listener: it serves the
+//	                     port too, and keeps it when this process dies
+//	-retitle S           overwrite its own argument area with S, as
+//	                     setproctitle does (Linux): /proc/PID/cmdline then
+//	                     shows S padded with empty arguments
+//	-retitle-wipe-env    with -retitle, zero its environment area too, as
+//	                     nginx and redis do (/proc/PID/environ shows none)
+//	-daemonize           double-fork a daemon (its own session, parent
+//	                     init) that runs the other flags, wait until it is
+//	                     ready, and exit 0, as a server without "daemon off"
+//	-daemon-pid-file F   with -daemonize, write the daemon's pid to F
+//	-exec                replace itself (same pid) with the program and
+//	                     arguments after the flags, after -exec-after
+//	-exec-after D        wait D (listening, with -port) before -exec
+//
+// The listener, the grandchild, the handshake files and the retitle happen
+// in that order, so a ready file means all of them are done.
 func Main(args []string, stdout, stderr io.Writer) int {
+	// The flag values must not point into the process's argument area,
+	// which -retitle overwrites.
+	args = slices.Clone(args)
+	for i := range args {
+		args[i] = strings.Clone(args[i])
+	}
 	fs := flag.NewFlagSet("testserver", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	port := fs.Int("port", 0, "")
@@ -135,8 +160,26 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	printS := fs.String("print", "", "")
 	grandchild := fs.String("grandchild", "", "")
 	grandchildSetsid := fs.Bool("grandchild-setsid", false, "")
+	grandchildPort := fs.Bool("grandchild-holds-port", false, "")
+	retitle := fs.String("retitle", "", "")
+	wipeEnv := fs.Bool("retitle-wipe-env", false, "")
+	daemonize := fs.Bool("daemonize", false, "")
+	daemonPIDFile := fs.String("daemon-pid-file", "", "")
+	daemonStage := fs.Int("daemon-stage", 0, "")
+	execArgs := fs.Bool("exec", false, "")
+	execAfter := fs.Duration("exec-after", 0, "")
+	listenFD := fs.Int("listen-fd", 0, "")
 	if err := fs.Parse(args); err != nil {
 		return 2
+	}
+	switch {
+	case *daemonize:
+		return runDaemonize(args, *daemonPIDFile, stderr)
+	case *daemonStage == 1:
+		return runDaemonStage1(args, stderr)
+	}
+	if *execArgs && *execAfter <= 0 {
+		return execNow(fs.Args(), stderr)
 	}
 
 	if *stamp != "" {
@@ -154,18 +197,6 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	watched := []os.Signal{syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGUSR1, syscall.SIGCONT}
 	signal.Notify(sigc, watched...)
 
-	if *grandchild != "" {
-		pid, err := startGrandchild(*grandchildSetsid, *signals)
-		if err != nil {
-			fmt.Fprintln(stderr, "testserver: grandchild:", err)
-			return 3
-		}
-		if err := os.WriteFile(*grandchild, []byte(strconv.Itoa(pid)+"\n"), 0o644); err != nil {
-			fmt.Fprintln(stderr, "testserver:", err)
-			return 3
-		}
-	}
-
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	if *killSelfAfter > 0 {
@@ -177,7 +208,8 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	}
 
 	var srv *http.Server
-	if *port > 0 {
+	var l net.Listener
+	if *port > 0 || *listenFD > 0 {
 		if *listenDelay > 0 {
 			select {
 			case <-time.After(*listenDelay):
@@ -185,7 +217,12 @@ func Main(args []string, stdout, stderr io.Writer) int {
 				return code
 			}
 		}
-		l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(*port)))
+		var err error
+		if *listenFD > 0 {
+			l, err = net.FileListener(os.NewFile(uintptr(*listenFD), "listener"))
+		} else {
+			l, err = net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(*port)))
+		}
 		if err != nil {
 			fmt.Fprintln(stderr, "testserver:", err)
 			return 4
@@ -198,15 +235,48 @@ func Main(args []string, stdout, stderr io.Writer) int {
 		srv = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 		go func() { _ = srv.Serve(l) }()
 	}
+	if *grandchild != "" {
+		var share net.Listener
+		if *grandchildPort {
+			share = l
+		}
+		pid, err := startGrandchild(*grandchildSetsid, *signals, share)
+		if err != nil {
+			fmt.Fprintln(stderr, "testserver: grandchild:", err)
+			return 3
+		}
+		if err := os.WriteFile(*grandchild, []byte(strconv.Itoa(pid)+"\n"), 0o644); err != nil {
+			fmt.Fprintln(stderr, "testserver:", err)
+			return 3
+		}
+	}
 	if *readyFile != "" {
 		if err := os.WriteFile(*readyFile, []byte(strconv.Itoa(os.Getpid())+"\n"), 0o644); err != nil {
 			fmt.Fprintln(stderr, "testserver:", err)
 			return 3
 		}
 	}
+	if *daemonStage == 2 {
+		// Tell the first process the daemon is ready: its pid on fd 3.
+		ready := os.NewFile(3, "daemon-ready")
+		_, _ = fmt.Fprintf(ready, "%d\n", os.Getpid())
+		_ = ready.Close()
+	}
+	if *retitle != "" {
+		if err := setTitle(*retitle, *wipeEnv); err != nil {
+			fmt.Fprintln(stderr, "testserver: retitle:", err)
+			return 3
+		}
+	}
+	var execTimer <-chan time.Time
+	if *execArgs {
+		execTimer = time.After(*execAfter)
+	}
 
 	for {
 		select {
+		case <-execTimer:
+			return execNow(fs.Args(), stderr)
 		case code := <-exitc:
 			return code
 		case sig := <-sigc:
@@ -226,7 +296,7 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	}
 }
 
-func startGrandchild(setsid bool, signals string) (int, error) {
+func startGrandchild(setsid bool, signals string, share net.Listener) (int, error) {
 	self, err := os.Executable()
 	if err != nil {
 		return 0, err
@@ -238,6 +308,15 @@ func startGrandchild(setsid bool, signals string) (int, error) {
 	cmd := exec.Command(self, args...)
 	cmd.Env = os.Environ()
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: setsid}
+	if share != nil {
+		f, err := share.(*net.TCPListener).File()
+		if err != nil {
+			return 0, err
+		}
+		defer f.Close()
+		cmd.ExtraFiles = []*os.File{f}
+		cmd.Args = append(cmd.Args, "-listen-fd", "3")
+	}
 	if err := cmd.Start(); err != nil {
 		return 0, err
 	}
@@ -290,4 +369,105 @@ func PortFree(port int) bool {
 	}
 	l.Close()
 	return true
+}
+
+// execNow replaces this process with argv (looked up in PATH), keeping its
+// pid and environment.
+func execNow(argv []string, stderr io.Writer) int {
+	if len(argv) == 0 {
+		fmt.Fprintln(stderr, "testserver: -exec: no program after the flags")
+		return 2
+	}
+	path, err := exec.LookPath(argv[0])
+	if err != nil {
+		fmt.Fprintln(stderr, "testserver: -exec:", err)
+		return 3
+	}
+	err = syscall.Exec(path, argv, os.Environ())
+	fmt.Fprintln(stderr, "testserver: -exec:", err)
+	return 3
+}
+
+// withoutFlag returns args without the boolean flag name and, for a flag
+// that takes a value, its value.
+func withoutFlag(args []string, name string, hasValue bool) []string {
+	var out []string
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		switch {
+		case a == "-"+name || a == "--"+name:
+			if hasValue {
+				i++
+			}
+			continue
+		case strings.HasPrefix(a, "-"+name+"=") || strings.HasPrefix(a, "--"+name+"="):
+			continue
+		}
+		out = append(out, a)
+	}
+	return out
+}
+
+// runDaemonize is the first process of a daemonizing server: it starts a
+// first child (stage 1) that starts the daemon (stage 2, its own session)
+// and exits at once, so that the daemon is orphaned, as a classic double
+// fork leaves it. It waits until the daemon says it is ready (its pid on a
+// pipe), writes the pid to pidFile, and exits 0.
+func runDaemonize(args []string, pidFile string, stderr io.Writer) int {
+	self, err := os.Executable()
+	if err != nil {
+		fmt.Fprintln(stderr, "testserver: daemonize:", err)
+		return 3
+	}
+	rest := withoutFlag(withoutFlag(args, "daemonize", false), "daemon-pid-file", true)
+	r, w, err := os.Pipe()
+	if err != nil {
+		fmt.Fprintln(stderr, "testserver: daemonize:", err)
+		return 3
+	}
+	cmd := exec.Command(self, append([]string{"-daemon-stage", "1"}, rest...)...)
+	cmd.Env = os.Environ()
+	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
+	cmd.ExtraFiles = []*os.File{w}
+	if err := cmd.Start(); err != nil {
+		fmt.Fprintln(stderr, "testserver: daemonize:", err)
+		return 3
+	}
+	_ = w.Close()
+	_ = cmd.Wait()
+	line, err := io.ReadAll(io.LimitReader(r, 64))
+	_ = r.Close()
+	pid := strings.TrimSpace(string(line))
+	if err != nil || pid == "" {
+		fmt.Fprintln(stderr, "testserver: daemonize: the daemon did not get ready")
+		return 3
+	}
+	if pidFile != "" {
+		if err := os.WriteFile(pidFile, []byte(pid+"\n"), 0o644); err != nil {
+			fmt.Fprintln(stderr, "testserver: daemonize:", err)
+			return 3
+		}
+	}
+	return 0
+}
+
+// runDaemonStage1 starts the daemon in a session of its own, handing on the
+// ready pipe (fd 3), and exits without waiting for it.
+func runDaemonStage1(args []string, stderr io.Writer) int {
+	self, err := os.Executable()
+	if err != nil {
+		fmt.Fprintln(stderr, "testserver: daemonize:", err)
+		return 3
+	}
+	rest := withoutFlag(args, "daemon-stage", true)
+	cmd := exec.Command(self, append([]string{"-daemon-stage", "2"}, rest...)...)
+	cmd.Env = os.Environ()
+	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
+	cmd.ExtraFiles = []*os.File{os.NewFile(3, "daemon-ready")}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := cmd.Start(); err != nil {
+		fmt.Fprintln(stderr, "testserver: daemonize:", err)
+		return 3
+	}
+	return 0
 }
