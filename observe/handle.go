@@ -157,6 +157,23 @@ func (h *Handle) pollWait(ctx context.Context) error {
 	}
 }
 
+// afterRead checks, after a read about the pinned process, that the read
+// was of the pinned process: it fails with ErrUntrusted when the process
+// has exited by now, or (handles that keep a start time) when its pid
+// shows another start time.
+func (h *Handle) afterRead() error {
+	if h.mode != PinPidfd && h.start != 0 {
+		if st, err := startTimeOf(h.pid); err == nil && st != h.start {
+			h.exitedSeen.Store(true)
+			return ErrUntrusted
+		}
+	}
+	if h.Exited() {
+		return ErrUntrusted
+	}
+	return nil
+}
+
 // unpinnedExited is the best an unpinned handle can do: the pid is gone or
 // an exited state, or it now holds a process with another start time.
 func unpinnedExited(pid int, start uint64) bool {

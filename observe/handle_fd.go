@@ -95,3 +95,27 @@ func pinNone(pid int) (*Handle, error) {
 	}
 	return h, nil
 }
+
+// Env returns the value of key in the environment the pinned process was
+// started with (its last execve's; a later setenv does not show), read
+// through the pin: a read after the pinned process exited is ErrUntrusted.
+// found is false when the variable is absent. An error that does not wrap
+// ErrUntrusted means the environment cannot be read: another user's or a
+// non-dumpable process (EACCES), or no way on this system.
+func (h *Handle) Env(key string) (value string, found bool, err error) {
+	if h.isClosed() {
+		return "", false, fmt.Errorf("environment of pid %d: handle closed", h.pid)
+	}
+	b, err := environOf(h.pid)
+	if err != nil {
+		if errors.Is(err, ErrGone) {
+			return "", false, fmt.Errorf("environment of pid %d: %w: %w", h.pid, ErrUntrusted, err)
+		}
+		return "", false, err
+	}
+	if err := h.afterRead(); err != nil {
+		return "", false, fmt.Errorf("environment of pid %d: %w", h.pid, err)
+	}
+	value, found = environValue(b, key)
+	return value, found, nil
+}

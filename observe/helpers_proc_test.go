@@ -161,3 +161,28 @@ func nativePinMode() PinMode {
 	}
 	return PinPidfd
 }
+
+// waitFor polls cond every few milliseconds until it holds, failing the
+// test after 30 s: for states the kernel gives no event for (a file
+// written, a title set).
+func waitFor(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	tick := time.NewTicker(2 * time.Millisecond)
+	defer tick.Stop()
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		<-tick.C
+	}
+}
+
+// waitFile waits for a handshake file to hold a line.
+func waitFile(t testing.TB, path string) {
+	t.Helper()
+	waitFor(t, path, func() bool {
+		b, err := os.ReadFile(path)
+		return err == nil && strings.HasSuffix(string(b), "\n")
+	})
+}

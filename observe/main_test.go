@@ -56,6 +56,18 @@ func runHelper(mode string, args []string, out io.Writer) int {
 			r.Err = err.Error()
 		}
 		r.Listeners = ls
+	case "env":
+		h, err := Pin(arg)
+		if err != nil {
+			r.Err = "pin: " + err.Error()
+			break
+		}
+		defer h.Close()
+		if _, _, err := h.Env("PATH"); err != nil {
+			r.Err = err.Error()
+		}
+	case "alloc":
+		return allocUntilKilled(os.Getenv(memcgEnv))
 	case "signal":
 		h, err := Pin(arg)
 		if err != nil {
@@ -81,4 +93,27 @@ func testCtx(t testing.TB, d time.Duration) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	t.Cleanup(cancel)
 	return ctx
+}
+
+// memcgEnv names the cgroup v1 memory folder the "alloc" helper joins.
+const memcgEnv = "OBSERVE_TEST_MEMCG"
+
+// allocUntilKilled joins the memory cgroup at dir, then allocates and
+// touches memory 1 MiB at a time, up to 1 GiB (exit 3: no limit stopped
+// it), so that the out-of-memory killer of a small limit ends it.
+func allocUntilKilled(dir string) int {
+	if err := os.WriteFile(dir+"/cgroup.procs", []byte(strconv.Itoa(os.Getpid())), 0); err != nil {
+		fmt.Fprintln(os.Stderr, "alloc: join memory cgroup:", err)
+		return 2
+	}
+	var keep [][]byte
+	for range 1024 {
+		b := make([]byte, 1<<20)
+		for i := 0; i < len(b); i += 4096 {
+			b[i] = 1
+		}
+		keep = append(keep, b)
+	}
+	fmt.Println(len(keep))
+	return 3
 }

@@ -159,3 +159,28 @@ type ProbeResult struct {
 	// Duration is how long the probe took.
 	Duration time.Duration
 }
+
+// ProcEntry is one process of a ScanProcesses listing.
+type ProcEntry struct {
+	PID, PPID, PGID, SID int
+	State                State
+	// StartTime is as in Identity.
+	StartTime uint64
+	// Env is the value of the scan's EnvKey in the process's environment,
+	// when EnvFound. EnvFound is false when the variable is absent, when the
+	// environment could not be read (another user's or a non-dumpable
+	// process, a kernel thread), and when the process started before the
+	// scan's EnvSince.
+	Env      string
+	EnvFound bool
+}
+
+// ScanOptions say what ScanProcesses reads beyond each process's stat.
+type ScanOptions struct {
+	// EnvKey, when set, is looked up in the environment of every process
+	// that started at or after EnvSince (a start time as in Identity): a
+	// caller looking for the descendants of a process never needs those
+	// of older ones, and skipping them saves one read each.
+	EnvKey   string
+	EnvSince uint64
+}

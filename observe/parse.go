@@ -292,17 +292,33 @@ func descendantsOf(pid int, procs []procStat) []int {
 // int32 argc, the exec path, NUL padding, then argc NUL-terminated argv
 // strings (then the environment, ignored).
 func parseProcArgs2(b []byte) ([]string, error) {
+	args, _, err := splitProcArgs2(b)
+	return args, err
+}
+
+// parseProcArgs2Env returns the environment part of a KERN_PROCARGS2
+// buffer (the NUL-separated strings after argv), in the form of
+// /proc/PID/environ.
+func parseProcArgs2Env(b []byte) ([]byte, error) {
+	_, env, err := splitProcArgs2(b)
+	for len(env) > 0 && env[0] == 0 {
+		env = env[1:]
+	}
+	return env, err
+}
+
+func splitProcArgs2(b []byte) ([]string, []byte, error) {
 	if len(b) < 4 {
-		return nil, errors.New("parse procargs2: short buffer")
+		return nil, nil, errors.New("parse procargs2: short buffer")
 	}
 	argc := int(int32(binary.NativeEndian.Uint32(b[:4])))
 	if argc < 0 || argc > len(b) {
-		return nil, fmt.Errorf("parse procargs2: bad argc %d", argc)
+		return nil, nil, fmt.Errorf("parse procargs2: bad argc %d", argc)
 	}
 	rest := b[4:]
 	end := bytes.IndexByte(rest, 0)
 	if end < 0 {
-		return nil, errors.New("parse procargs2: no exec path")
+		return nil, nil, errors.New("parse procargs2: no exec path")
 	}
 	rest = rest[end:]
 	for len(rest) > 0 && rest[0] == 0 {
@@ -311,7 +327,7 @@ func parseProcArgs2(b []byte) ([]string, error) {
 	args := make([]string, 0, argc)
 	for len(args) < argc {
 		if len(rest) == 0 {
-			return nil, fmt.Errorf("parse procargs2: %d of %d args", len(args), argc)
+			return nil, nil, fmt.Errorf("parse procargs2: %d of %d args", len(args), argc)
 		}
 		end := bytes.IndexByte(rest, 0)
 		if end < 0 {
@@ -320,7 +336,7 @@ func parseProcArgs2(b []byte) ([]string, error) {
 		args = append(args, string(rest[:end]))
 		rest = rest[min(end+1, len(rest)):]
 	}
-	return args, nil
+	return args, rest, nil
 }
 
 // lsofListener is one listening socket from `lsof -F pcun`.
@@ -388,4 +404,22 @@ func parseLsof(b []byte) ([]lsofListener, error) {
 		}
 	}
 	return out, nil
+}
+
+// environValue finds key in an environment block (NUL-separated KEY=value
+// strings, as /proc/PID/environ holds). The first entry wins, as getenv's
+// does.
+func environValue(b []byte, key string) (string, bool) {
+	for len(b) > 0 {
+		entry := b
+		if i := bytes.IndexByte(b, 0); i >= 0 {
+			entry, b = b[:i], b[i+1:]
+		} else {
+			b = nil
+		}
+		if len(entry) > len(key) && entry[len(key)] == '=' && string(entry[:len(key)]) == key {
+			return string(entry[len(key)+1:]), true
+		}
+	}
+	return "", false
 }

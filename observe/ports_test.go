@@ -134,3 +134,49 @@ func TestListenersOwnerNotVisible(t *testing.T) {
 		t.Errorf("Addr = %v", l.Addr)
 	}
 }
+
+// HolderOf gives who holds a port as data, and nil for a free port.
+func TestHolderOf(t *testing.T) {
+	ctx := testCtx(t, time.Minute)
+	port := testserver.FreePort(t)
+	if h := HolderOf(ctx, port); h != nil {
+		t.Fatalf("HolderOf(free port) = %v", h)
+	}
+	ready := filepath.Join(t.TempDir(), "ready")
+	cmd := startTestServer(t, "-port", strconv.Itoa(port), "-ready-file", ready)
+	waitFile(t, ready)
+	h := HolderOf(ctx, port)
+	if h == nil || !slices.Equal(h.PIDs, []int{cmd.Process.Pid}) || !h.Visible || h.UID != os.Geteuid() || len(h.Addrs) != 1 {
+		t.Fatalf("HolderOf = %+v, want the test server %d", h, cmd.Process.Pid)
+	}
+	if !slices.Equal(h.Cmdline, cmd.Args) {
+		t.Errorf("Cmdline = %q, want %q", h.Cmdline, cmd.Args)
+	}
+	s := h.String()
+	for _, w := range []string{"pid " + strconv.Itoa(cmd.Process.Pid), "127.0.0.1:" + strconv.Itoa(port), "(uid " + strconv.Itoa(os.Geteuid()) + ")"} {
+		if !strings.Contains(s, w) {
+			t.Errorf("String() = %q, want it to name %q", s, w)
+		}
+	}
+}
+
+func TestPortHolderString(t *testing.T) {
+	ap := netip.MustParseAddrPort
+	tests := []struct {
+		h    *PortHolder
+		want string
+	}{
+		{nil, "nothing"},
+		{&PortHolder{Port: 80, PIDs: []int{7}, Cmdline: append([]string{"redis-server *:80"}, make([]string, 50)...), UID: 0, Visible: true, Addrs: []netip.AddrPort{ap("0.0.0.0:80")}},
+			`pid 7 ["redis-server *:80"] (uid 0) on 0.0.0.0:80`},
+		{&PortHolder{Port: 80, PIDs: []int{7, 8}, Cmdline: []string{"nginx: master process"}, UID: 33, Visible: true, Addrs: []netip.AddrPort{ap("127.0.0.1:80"), ap("[::]:80")}},
+			`pids 7, 8 (pid 7 runs ["nginx: master process"]) (uid 33) on 127.0.0.1:80, [::]:80`},
+		{&PortHolder{Port: 80, UID: 1000, Addrs: []netip.AddrPort{ap("127.0.0.1:80")}}, "a process of uid 1000 not visible to this user on 127.0.0.1:80"},
+		{&PortHolder{Port: 80, UID: -1}, "a process not visible to this user (the port accepts connections but no listener shows in the kernel's tables)"},
+	}
+	for _, tt := range tests {
+		if got := tt.h.String(); got != tt.want {
+			t.Errorf("String() = %q\n want %q", got, tt.want)
+		}
+	}
+}

@@ -195,3 +195,43 @@ func Descendants(pid int) ([]int, error) {
 	}
 	return descendantsOf(pid, procs), nil
 }
+
+// environOf returns the environment strings of pid from KERN_PROCARGS2
+// (what ps eww shows), in the form of Linux's /proc/PID/environ. The
+// kernel answers only for the same user or root, and gives EINVAL both for
+// a zombie and when access is denied.
+func environOf(pid int) ([]byte, error) {
+	raw, err := unix.SysctlRaw("kern.procargs2", pid)
+	if err != nil {
+		if CheckLiveness(pid) == LivenessGone {
+			return nil, fmt.Errorf("read environment of pid %d: %w", pid, ErrGone)
+		}
+		return nil, fmt.Errorf("read environment of pid %d: %w", pid, err)
+	}
+	return parseProcArgs2Env(raw)
+}
+
+// ScanProcesses lists every live (not zombie) process from kern.proc.all,
+// with the value of opts.EnvKey from the environment of those that started
+// at or after opts.EnvSince, where it can be read (KERN_PROCARGS2). SID is
+// not available and left 0.
+func ScanProcesses(opts ScanOptions) ([]ProcEntry, error) {
+	procs, err := allProcs()
+	if err != nil {
+		return nil, fmt.Errorf("scan processes: %w", err)
+	}
+	var out []ProcEntry
+	for _, st := range procs {
+		if st.State.Exited() {
+			continue
+		}
+		e := ProcEntry{PID: st.PID, PPID: st.PPID, PGID: st.PGID, State: st.State, StartTime: st.StartTime}
+		if opts.EnvKey != "" && st.StartTime >= opts.EnvSince && st.PID > 0 {
+			if b, err := environOf(st.PID); err == nil {
+				e.Env, e.EnvFound = environValue(b, opts.EnvKey)
+			}
+		}
+		out = append(out, e)
+	}
+	return out, nil
+}

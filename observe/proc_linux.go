@@ -235,3 +235,35 @@ func Descendants(pid int) ([]int, error) {
 	}
 	return descendantsOf(pid, all), nil
 }
+
+// environOf reads /proc/PID/environ: the environment block the process was
+// given at its last execve (later setenv calls do not show). Reading it
+// needs ptrace read access: the same uid and a dumpable process, or root.
+func environOf(pid int) ([]byte, error) {
+	return readProcFile(pid, "environ")
+}
+
+// ScanProcesses lists every live (not zombie) process from one scan of
+// /proc, with the value of opts.EnvKey from the environment of those that
+// started at or after opts.EnvSince, where it can be read. Processes that
+// vanish during the scan are left out; kernel threads are listed without an
+// environment.
+func ScanProcesses(opts ScanOptions) ([]ProcEntry, error) {
+	var out []ProcEntry
+	err := scanProcs(func(st procStat) {
+		if st.State.Exited() {
+			return
+		}
+		e := ProcEntry{PID: st.PID, PPID: st.PPID, PGID: st.PGID, SID: st.SID, State: st.State, StartTime: st.StartTime}
+		if opts.EnvKey != "" && st.StartTime >= opts.EnvSince && st.PID != 2 && st.PPID != 2 {
+			if b, err := environOf(st.PID); err == nil {
+				e.Env, e.EnvFound = environValue(b, opts.EnvKey)
+			}
+		}
+		out = append(out, e)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}

@@ -57,3 +57,9 @@ func newExitBackend() (exitBackend, PinMode, error) { return nil, PinNone, errOS
 
 // SignalGroup is not supported on this GOOS.
 func (h *Handle) SignalGroup(syscall.Signal) error { return errOS }
+
+// ScanProcesses is not supported on this GOOS.
+func ScanProcesses(ScanOptions) ([]ProcEntry, error) { return nil, errOS }
+
+// Env is not supported on this GOOS.
+func (h *Handle) Env(string) (string, bool, error) { return "", false, errOS }
