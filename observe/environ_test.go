@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -111,7 +112,14 @@ func TestScanProcessesEnv(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if e, ok := find(es, mine.Process.Pid); !ok || e.EnvFound {
-		t.Errorf("scan entry before EnvSince = %+v, %v; want listed, environment not read", e, ok)
+	if e, ok := find(es, mine.Process.Pid); !ok || e.EnvFound || e.Cmdline != nil || e.UID != -1 {
+		t.Errorf("scan entry before EnvSince = %+v, %v; want listed, environment and details not read", e, ok)
+	}
+	es, err = ScanProcesses(ScanOptions{Details: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e, ok := find(es, mine.Process.Pid); !ok || !slices.Equal(e.Cmdline, mine.Args) || e.UID != os.Getuid() {
+		t.Errorf("scan entry with details = %+v, %v; want command line %q and uid %d", e, ok, mine.Args, os.Getuid())
 	}
 }

@@ -173,6 +173,10 @@ type ProcEntry struct {
 	// scan's EnvSince.
 	Env      string
 	EnvFound bool
+	// Cmdline and UID (the real uid) are read with ScanOptions.Details;
+	// UID is -1 otherwise or when it could not be read.
+	Cmdline []string
+	UID     int
 }
 
 // ScanOptions say what ScanProcesses reads beyond each process's stat.
@@ -183,4 +187,7 @@ type ScanOptions struct {
 	// of older ones, and skipping them saves one read each.
 	EnvKey   string
 	EnvSince uint64
+	// Details reads every process's command line and uid too (two more
+	// reads each): for a rare, thorough look, not for stops.
+	Details bool
 }

@@ -225,10 +225,15 @@ func ScanProcesses(opts ScanOptions) ([]ProcEntry, error) {
 		if st.State.Exited() {
 			continue
 		}
-		e := ProcEntry{PID: st.PID, PPID: st.PPID, PGID: st.PGID, State: st.State, StartTime: st.StartTime}
+		e := ProcEntry{PID: st.PID, PPID: st.PPID, PGID: st.PGID, State: st.State, StartTime: st.StartTime, UID: -1}
 		if opts.EnvKey != "" && st.StartTime >= opts.EnvSince && st.PID > 0 {
 			if b, err := environOf(st.PID); err == nil {
 				e.Env, e.EnvFound = environValue(b, opts.EnvKey)
+			}
+		}
+		if opts.Details && st.PID > 0 {
+			if id, err := ReadIdentity(st.PID); err == nil {
+				e.Cmdline, e.UID = id.Cmdline, id.UID
 			}
 		}
 		out = append(out, e)

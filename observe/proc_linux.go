@@ -254,10 +254,21 @@ func ScanProcesses(opts ScanOptions) ([]ProcEntry, error) {
 		if st.State.Exited() {
 			return
 		}
-		e := ProcEntry{PID: st.PID, PPID: st.PPID, PGID: st.PGID, SID: st.SID, State: st.State, StartTime: st.StartTime}
-		if opts.EnvKey != "" && st.StartTime >= opts.EnvSince && st.PID != 2 && st.PPID != 2 {
+		e := ProcEntry{PID: st.PID, PPID: st.PPID, PGID: st.PGID, SID: st.SID, State: st.State, StartTime: st.StartTime, UID: -1}
+		kthread := st.PID == 2 || st.PPID == 2
+		if opts.EnvKey != "" && st.StartTime >= opts.EnvSince && !kthread {
 			if b, err := environOf(st.PID); err == nil {
 				e.Env, e.EnvFound = environValue(b, opts.EnvKey)
+			}
+		}
+		if opts.Details && !kthread {
+			if b, err := readProcFile(st.PID, "cmdline"); err == nil {
+				e.Cmdline = parseCmdline(b)
+			}
+			if b, err := readProcFile(st.PID, "status"); err == nil {
+				if uid, err := parseStatusUID(b); err == nil {
+					e.UID = uid
+				}
 			}
 		}
 		out = append(out, e)
