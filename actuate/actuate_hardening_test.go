@@ -326,37 +326,59 @@ func TestHardeningRecordOwnedByAnotherUIDNotTrusted(t *testing.T) {
 	assertUntouched(t, cmd, signals)
 }
 
-// A trusted record file (ours, 0600) that names a live process of another
-// uid -- same pid, start time, boot id and command line -- must still not
-// make procfleet signal that process: procfleet starts servers as its own
-// uid, so a process of another uid is never one of them.
+// A trusted record file (ours, 0600) naming a live process of another uid
+// (65534) that procfleet did not start: the uid alone decides nothing (a
+// server may drop privileges), so what protects that process is its
+// identity. With the right pid, boot id and start time but another command
+// line and no token, pidfd inode or cgroup to prove it, it is quarantined
+// (IdentityMismatch); with another start time, the record is stale
+// (Reused). Either way it is never signalled. (A privilege-dropped server
+// procfleet did start is stopped: TestStopPrivilegeDrop.)
 func TestHardeningForeignUIDProcessNeverSignalled(t *testing.T) {
 	cmd, signals := foreignServer(t)
 	d := openStateDir(t)
-	rec := exactRecord(t, "api", cmd.Process.Pid)
-	if err := d.WriteRecord(rec); err != nil {
-		t.Fatal(err)
+	exact := exactRecord(t, "api", cmd.Process.Pid)
+	otherCmd := exact
+	otherCmd.Cmdline = []string{"./my-server", "--port", "8080"}
+	otherStart := exact
+	otherStart.StartTime++
+	for _, tc := range []struct {
+		name string
+		rec  actuate.Record
+		want actuate.Verdict
+	}{
+		{"another command line", otherCmd, actuate.VerdictQuarantine},
+		{"another start time", otherStart, actuate.VerdictReused},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if err := d.WriteRecord(tc.rec); err != nil {
+				t.Fatal(err)
+			}
+			read, err := d.ReadRecord("api")
+			if err != nil {
+				t.Fatalf("ReadRecord: %v", err)
+			}
+			v := actuate.Verify(read)
+			if v.Handle != nil {
+				_ = v.Handle.Close()
+			}
+			if v.Verdict != tc.want {
+				t.Errorf("Verify(record of a uid 65534 process) = %v (%s), want %v", v.Verdict, v.Message, tc.want)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			a := &actuate.Actuator{Dir: d}
+			err = a.Stop(ctx, read, actuate.StopOptions{Grace: 2 * time.Second, KillTimeout: 2 * time.Second})
+			var q *actuate.QuarantineError
+			if tc.want == actuate.VerdictQuarantine && !errors.As(err, &q) {
+				t.Errorf("Stop = %v, want *QuarantineError", err)
+			}
+			if tc.want == actuate.VerdictReused && err != nil {
+				t.Errorf("Stop(stale record) = %v, want the record removed", err)
+			}
+			assertUntouched(t, cmd, signals)
+		})
 	}
-	read, err := d.ReadRecord("api")
-	if err != nil {
-		t.Fatalf("ReadRecord: %v", err)
-	}
-	v := actuate.Verify(read)
-	if v.Handle != nil {
-		_ = v.Handle.Close()
-	}
-	if v.Verdict == actuate.VerdictOwned {
-		t.Errorf("Verify(record of a uid 65534 process) = Owned (%s); want a quarantine: procfleet (uid %d) never starts processes of another uid", v.Message, os.Geteuid())
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	a := &actuate.Actuator{Dir: d}
-	err = a.Stop(ctx, read, actuate.StopOptions{Grace: 2 * time.Second, KillTimeout: 2 * time.Second})
-	var q *actuate.QuarantineError
-	if !errors.As(err, &q) {
-		t.Errorf("Stop(record of a uid 65534 process) = %v, want *QuarantineError", err)
-	}
-	assertUntouched(t, cmd, signals)
 }
 
 // syncBuffer is a bytes.Buffer safe for the logger's concurrent writes.

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -15,6 +16,7 @@ import (
 	"github.com/go-logr/logr"
 	"k8s.io/utils/clock"
 
+	"github.com/procfleet/procfleet/internal/safefile"
 	"github.com/procfleet/procfleet/observe"
 )
 
@@ -50,6 +52,17 @@ const (
 	EventRecordRemoved = "RecordRemoved"
 	EventQuarantined   = "Quarantined"
 	EventStartFailed   = "StartFailed"
+	// EventCommandLineChanged: a held process showed another command line
+	// (an exec, a retitle) or uid; the record was rewritten.
+	EventCommandLineChanged = "CommandLineChanged"
+	// EventQuarantineLifted: an UntrustedRecord quarantine was resolved.
+	EventQuarantineLifted = "QuarantineLifted"
+	// EventAdopted: an intent record was resolved to the live process that
+	// carries its token, and a full record written for it.
+	EventAdopted = "Adopted"
+	// EventLogReplaced: something other than a regular file at a log path
+	// was moved aside and a fresh log started.
+	EventLogReplaced = "LogReplaced"
 )
 
 // Actuator starts and stops servers. Its zero value is not usable: Dir is
@@ -73,6 +86,11 @@ type Actuator struct {
 
 	mu       sync.Mutex
 	children map[int]*child // our own unreaped children, by pid
+
+	// cgMu serializes making a server's cgroup (Spawn) with the reaper's
+	// removal of an exited child's empty one, so that a reaper never
+	// removes the fresh cgroup of the next spawn of the same name.
+	cgMu sync.Mutex
 }
 
 // StartRequest is what Spawn and Start need to start one server.
@@ -138,6 +156,10 @@ type ExitStatus struct {
 	Code int
 	// Signal is the name of the signal that killed it ("SIGKILL"), or "".
 	Signal string
+	// OOM is the kernel's evidence, read when the process was reaped, that
+	// the out-of-memory killer ended it (its cgroup's oom_kill count); ""
+	// when there is none then. ExitMessage also looks in the kernel log.
+	OOM string
 }
 
 // String is "exited with code N" or "killed by signal N (NAME)".
@@ -185,15 +207,35 @@ func (a *Actuator) Start(ctx context.Context, req StartRequest) (*Running, error
 	return r, nil
 }
 
-// Spawn starts a server: it checks that the port is free (a holder gives
-// *StartError with Reason "PortConflict", naming its pid and command when
-// visible; nothing is started or signalled), starts argv in a new session
-// (setsid) with the declared folder and environment, stdin from /dev/null,
-// stdout and stderr appended to logs/<name>.log (a file, never a pipe) and
-// no other inherited descriptor, pins the child, reads its identity from the
-// kernel and writes its record. The process is reaped by this Actuator. If
-// the process exits before its record is written, Spawn cleans up and
-// returns the *StartError WaitReady would have.
+// testHookAfterSpawn, when set (tests only), runs between the spawn and
+// the write of the full record: a test pauses there to stand for a crash
+// between the intent record and the full one.
+var testHookAfterSpawn func(pid int)
+
+// Spawn starts a server.
+//
+//  1. The port must be free: a holder gives *StartError PortConflict with
+//     the holder as data (Holder); nothing is started or signalled.
+//  2. logs/<name>.log is opened for appending without following a link or
+//     blocking; something other than a regular file there is moved aside
+//     (<path>.corrupt-<time>) and a fresh log started; a path that cannot
+//     be moved fails the start, naming it.
+//  3. A fresh instance token is made and, where procfleet can make cgroups
+//     (Membership), a fresh cgroup for the server; an intent record (name,
+//     token, cgroup, no pid) is written.
+//  4. argv starts in a new session (setsid: its own session and process
+//     group), straight in its cgroup (clone3 CLONE_INTO_CGROUP: it is
+//     never outside it), with procfleet's environment, then the declared
+//     one, then PROCFLEET_SERVER and PROCFLEET_INSTANCE; stdin from
+//     /dev/null, stdout and stderr to the log (a file, never a pipe), no
+//     other descriptor.
+//  5. The child is pinned, its identity read from the kernel, and the full
+//     record written over the intent record before Spawn returns.
+//
+// The process is reaped by this Actuator. If it exits before its record is
+// written, Spawn cleans up and returns the *StartError WaitReady would
+// have; any other failure after the exec kills the child (its own,
+// unreaped: no doubt) and removes what was written.
 func (a *Actuator) Spawn(ctx context.Context, req StartRequest) (*Running, error) {
 	if err := checkName(req.Name); err != nil {
 		return nil, fmt.Errorf("start server: %w", err)
@@ -203,17 +245,22 @@ func (a *Actuator) Spawn(ctx context.Context, req StartRequest) (*Running, error
 	}
 	log := a.Log.WithValues("server", req.Name)
 	if req.Port > 0 {
-		if h, busy := portHolder(ctx, req.Port); busy {
-			msg := fmt.Sprintf("port %d is held by %s", req.Port, h.desc)
+		if h := observe.HolderOf(ctx, req.Port); h != nil {
+			msg := fmt.Sprintf("port %d is held by %s", req.Port, h.String())
 			a.event(req.Name, EventStartFailed, msg)
-			return nil, &StartError{Name: req.Name, Reason: ReasonPortConflict, ExitCode: -1, Message: msg, HolderPIDs: h.pids}
+			return nil, &StartError{Name: req.Name, Reason: ReasonPortConflict, ExitCode: -1, Message: msg, Holder: h, HolderPIDs: h.PIDs}
 		}
 	}
 
 	logPath := a.Dir.LogPath(req.Name)
-	logf, err := os.OpenFile(logPath, os.O_WRONLY|os.O_CREATE|os.O_APPEND|noFollow, logMode)
+	logf, moved, err := safefile.OpenAppend(logPath, logMode)
 	if err != nil {
-		return nil, &StartError{Name: req.Name, Reason: ReasonFailed, ExitCode: -1, Message: "open log", Err: err}
+		msg := "open log " + logPath
+		a.event(req.Name, EventStartFailed, msg+": "+err.Error())
+		return nil, &StartError{Name: req.Name, Reason: ReasonFailed, ExitCode: -1, Message: msg, Err: err}
+	}
+	if moved != "" {
+		a.event(req.Name, EventLogReplaced, fmt.Sprintf("%s was not a regular file: moved aside to %s, a fresh log started", logPath, moved))
 	}
 	var offset int64
 	if fi, err := logf.Stat(); err == nil {
@@ -224,22 +271,63 @@ func (a *Actuator) Spawn(ctx context.Context, req StartRequest) (*Running, error
 		_ = logf.Close()
 		return nil, &StartError{Name: req.Name, Reason: ReasonFailed, ExitCode: -1, Message: "open " + os.DevNull, Err: err}
 	}
+	closeFiles := func() { _ = devnull.Close(); _ = logf.Close() }
 	if err := closeInheritedFDs(); err != nil {
-		log.Error(err, "cannot mark inherited descriptors close-on-exec")
+		log.Error(err, "Cannot mark inherited descriptors close-on-exec")
 	}
+
+	token := newToken()
+	a.cgMu.Lock()
+	sc, why, err := a.Dir.makeServerCgroup(req.Name)
+	a.cgMu.Unlock()
+	if err != nil {
+		closeFiles()
+		a.event(req.Name, EventStartFailed, err.Error())
+		return nil, &StartError{Name: req.Name, Reason: ReasonFailed, ExitCode: -1, Message: err.Error()}
+	}
+	dropCgroup := func() {
+		if sc != nil {
+			_ = sc.fd.Close()
+			_ = removeCgroup(sc.dir)
+		}
+	}
+	intent := Record{Version: RecordVersion, Name: req.Name, Instance: token, Port: req.Port, SpecHash: req.SpecHash,
+		StartedAt: a.now().UTC().Truncate(time.Second)}
+	if fid, err := a.Dir.folderID(); err == nil {
+		intent.StateDir = &fid
+	}
+	if sc != nil {
+		intent.Cgroup = sc.path
+	} else {
+		log.V(1).Info("Membership is the session", "why", why)
+	}
+	if err := a.Dir.WriteRecord(intent); err != nil {
+		closeFiles()
+		dropCgroup()
+		return nil, &StartError{Name: req.Name, Reason: ReasonFailed, ExitCode: -1, Message: "write intent record", Err: err}
+	}
+
 	cmd := exec.Command(req.Argv[0], req.Argv[1:]...)
 	cmd.Dir = req.Dir
-	cmd.Env = append(os.Environ(), req.Env...)
+	env := append(os.Environ(), req.Env...)
+	cmd.Env = append(env, ServerEnv+"="+req.Name, InstanceEnv+"="+token)
 	cmd.Stdin = devnull
 	cmd.Stdout = logf
 	cmd.Stderr = logf
 	cmd.SysProcAttr = newSessionAttr()
+	if sc != nil {
+		intoCgroup(cmd.SysProcAttr, sc.fd)
+	}
 	err = cmd.Start()
 	// The child has its own copies; ours close now, whatever happened.
-	_ = devnull.Close()
-	_ = logf.Close()
+	closeFiles()
+	if sc != nil {
+		_ = sc.fd.Close()
+	}
 	if err != nil {
-		msg := fmt.Sprintf("exec %s", quoteArgv(req.Argv))
+		dropCgroup()
+		_ = a.Dir.RemoveRecord(req.Name)
+		msg := fmt.Sprintf("exec %s", observe.FormatCmdline(req.Argv))
 		a.event(req.Name, EventStartFailed, msg+": "+err.Error())
 		return nil, &StartError{Name: req.Name, Reason: ReasonFailed, ExitCode: -1, Message: msg, Err: err}
 	}
@@ -247,43 +335,56 @@ func (a *Actuator) Spawn(ctx context.Context, req StartRequest) (*Running, error
 	// Nothing reaps the child before the pins below: its pid cannot be
 	// reused, so the pins hold this very process.
 	h, pinErr := observe.Pin(pid)
-	ch := a.reap(cmd)
+	ch := a.reap(cmd, sc)
 	r := &Running{Handle: h, child: ch, logOffset: offset}
+	abort := func(msg string, err error) error {
+		a.killOwnChild(ctx, req.Name, h, cmd.Process, ch, sc)
+		if h != nil {
+			_ = h.Close()
+		}
+		_ = a.Dir.RemoveRecord(req.Name)
+		a.event(req.Name, EventStartFailed, msg+": "+err.Error())
+		return &StartError{Name: req.Name, Reason: ReasonFailed, ExitCode: -1, Message: msg, Err: err}
+	}
 	if pinErr != nil {
 		// Only a reaped child is unpinnable, and nothing reaped it yet.
-		a.killOwnChild(ctx, req.Name, nil, cmd.Process, ch)
-		return nil, &StartError{Name: req.Name, Reason: ReasonFailed, ExitCode: -1, Message: "pin the new process", Err: pinErr}
+		h = nil
+		return nil, abort("pin the new process", pinErr)
+	}
+	if testHookAfterSpawn != nil {
+		testHookAfterSpawn(pid)
 	}
 	id, idErr := spawnIdentity(ctx, h)
 	if idErr != nil {
 		if errors.Is(idErr, observe.ErrUntrusted) || errors.Is(idErr, observe.ErrGone) {
 			// It exited already: report how.
-			r.Record = Record{Name: req.Name, PID: pid, PGID: pid}
+			r.Record = intent
+			r.Record.PID, r.Record.PGID = pid, pid
 			return nil, a.failExited(ctx, req, r)
 		}
-		a.killOwnChild(ctx, req.Name, h, cmd.Process, ch)
-		_ = h.Close()
-		return nil, &StartError{Name: req.Name, Reason: ReasonFailed, ExitCode: -1, Message: "read the identity of the new process", Err: idErr}
+		return nil, abort("read the identity of the new process", idErr)
+	}
+	if id.PGID != pid || id.SID != pid {
+		return nil, abort("check the new process", fmt.Errorf("pid %d is in group %d and session %d, not its own", pid, id.PGID, id.SID))
 	}
 	boot, err := observe.BootID()
 	if err != nil {
-		a.killOwnChild(ctx, req.Name, h, cmd.Process, ch)
-		_ = h.Close()
-		return nil, &StartError{Name: req.Name, Reason: ReasonFailed, ExitCode: -1, Message: "read boot id", Err: err}
+		return nil, abort("read boot id", err)
 	}
 	inode, _ := h.PidfdInode()
-	r.Record = Record{
-		Version: RecordVersion, Name: req.Name, PID: pid, PGID: id.PGID, StartTime: id.StartTime,
-		BootID: boot, UID: id.UID, Cmdline: id.Cmdline, Port: req.Port, SpecHash: req.SpecHash,
-		StartedAt: a.now().UTC().Truncate(time.Second), PidfdInode: inode,
-	}
+	r.Record = intent
+	r.Record.PID, r.Record.PGID, r.Record.StartTime, r.Record.BootID = pid, pid, id.StartTime, boot
+	r.Record.UID, r.Record.Cmdline, r.Record.SpawnCmdline, r.Record.PidfdInode = id.UID, id.Cmdline, id.Cmdline, inode
 	if err := a.Dir.WriteRecord(r.Record); err != nil {
-		a.killOwnChild(ctx, req.Name, h, cmd.Process, ch)
-		_ = h.Close()
-		return nil, &StartError{Name: req.Name, Reason: ReasonFailed, ExitCode: -1, Message: "write record", Err: err}
+		return nil, abort("write record", err)
 	}
-	log.V(1).Info("spawned", "pid", pid, "startTime", id.StartTime, "pinMode", h.Mode().String())
-	a.event(req.Name, EventStarted, fmt.Sprintf("started pid %d (%s), start time %d", pid, quoteArgv(id.Cmdline), id.StartTime))
+	membership := "session"
+	if sc != nil {
+		membership = "cgroup " + sc.path
+	}
+	log.V(1).Info("Spawned", "pid", pid, "startTime", id.StartTime, "pinMode", h.Mode().String(), "membership", membership)
+	a.event(req.Name, EventStarted, fmt.Sprintf("started pid %d (%s), start time %d, instance %s, membership: %s",
+		pid, observe.FormatCmdline(id.Cmdline), id.StartTime, token, membership))
 	return r, nil
 }
 
@@ -314,9 +415,21 @@ func spawnIdentity(ctx context.Context, h *observe.Handle) (observe.Identity, er
 
 // reap waits for our child in a goroutine and keeps its exit status. On
 // Linux the goroutine parks on a pidfd (no OS thread held) and calls
-// cmd.Wait only once the child has exited.
-func (a *Actuator) reap(cmd *exec.Cmd) *child {
+// cmd.Wait only once the child has exited. When the child had a cgroup of
+// its own that is empty once it exited (nothing was left behind), the
+// reaper reads its out-of-memory count into the status and removes it, so
+// that a server's crash leaves no empty cgroup; one that still holds
+// processes is Cleanup's.
+func (a *Actuator) reap(cmd *exec.Cmd, sc *serverCgroup) *child {
 	ch := &child{pid: cmd.Process.Pid, done: make(chan struct{})}
+	var cgIno uint64
+	if sc != nil {
+		if fi, err := sc.fd.Stat(); err == nil {
+			if id, ok := fileID(fi); ok {
+				cgIno = id.Ino
+			}
+		}
+	}
 	a.mu.Lock()
 	if a.children == nil {
 		a.children = make(map[int]*child)
@@ -335,11 +448,36 @@ func (a *Actuator) reap(cmd *exec.Cmd) *child {
 		}
 		werr := cmd.Wait()
 		ch.status = exitStatusOf(cmd.ProcessState, werr)
+		if sc != nil && cgIno != 0 {
+			ch.status.OOM = a.dropExitedCgroup(sc, cgIno, ch.status)
+		}
 		a.mu.Lock()
 		delete(a.children, ch.pid)
 		a.mu.Unlock()
 	}()
 	return ch
+}
+
+// dropExitedCgroup removes the cgroup of an exited child when it is still
+// the one made for it (same inode) and empty. It returns the cgroup's
+// out-of-memory evidence for a child killed by SIGKILL ("" for none).
+func (a *Actuator) dropExitedCgroup(sc *serverCgroup, ino uint64, st ExitStatus) (oom string) {
+	a.cgMu.Lock()
+	defer a.cgMu.Unlock()
+	fi, err := os.Stat(sc.dir)
+	if err != nil {
+		return ""
+	}
+	if id, ok := fileID(fi); !ok || id.Ino != ino {
+		return "" // a later spawn's cgroup
+	}
+	if n, ok := observe.CgroupOOMKills(sc.dir); ok && n > 0 && st.Signal == "SIGKILL" {
+		oom = fmt.Sprintf("memory.events of cgroup %s counts oom_kill %d", sc.path, n)
+	}
+	if populated, err := observe.CgroupPopulated(sc.dir); err == nil && !populated {
+		_ = removeCgroup(sc.dir)
+	}
+	return oom
 }
 
 // ownChild returns our unreaped child with that pid, or nil.
@@ -350,10 +488,22 @@ func (a *Actuator) ownChild(pid int) *child {
 }
 
 // killOwnChild SIGKILLs a child we just started, and its group through the
-// pin while it leads it, then waits for it to be reaped. Both paths go
-// through a pidfd (the pin, or os.Process's own), so they cannot reach a
-// reused pid.
-func (a *Actuator) killOwnChild(ctx context.Context, name string, h *observe.Handle, p *os.Process, ch *child) {
+// pin while it leads it (and its cgroup, when it has one), then waits for
+// it to be reaped. Every path goes through a pidfd (the pin, or
+// os.Process's own) or the cgroup made for it, so none can reach a reused
+// pid.
+func (a *Actuator) killOwnChild(ctx context.Context, name string, h *observe.Handle, p *os.Process, ch *child, sc *serverCgroup) {
+	defer func() {
+		if sc != nil {
+			wctx, cancel := context.WithTimeout(ctx, DefaultKillTimeout)
+			_ = observe.WaitCgroupEmpty(wctx, sc.dir)
+			cancel()
+			_ = removeCgroup(sc.dir)
+		}
+	}()
+	if sc != nil {
+		_ = a.sendSignal(target{name: name, cgroup: sc.path, cgroupDir: sc.dir, evidence: "the cgroup procfleet made for this spawn (failed start)"}, syscall.SIGKILL)
+	}
 	select {
 	case <-ch.done:
 		return
@@ -488,28 +638,43 @@ func (a *Actuator) exitChannel(r *Running) (<-chan struct{}, func()) {
 }
 
 // failExited cleans up after a process that exited before it was ready and
-// returns the error that says how it ended.
+// returns the error that says how it ended. A first process that exited 0
+// leaving a member of the server running daemonized: the error says so
+// (Reason Daemonized), naming the daemon, and the daemon is stopped.
 func (a *Actuator) failExited(ctx context.Context, req StartRequest, r *Running) error {
 	se := &StartError{Name: req.Name, Reason: ReasonFailed, ExitCode: -1}
+	var st ExitStatus
+	exited := false
 	if r.child != nil {
 		// It exited: reaping follows at once.
 		if waitDone(ctx, r.child.done, DefaultKillTimeout) {
-			st := r.child.status
+			st, exited = r.child.status, true
 			se.ExitCode, se.Signal = st.Code, st.Signal
-			se.Message = st.String()
-			if st.Signal == "SIGKILL" {
-				se.Message += " (the out-of-memory killer may have ended it)"
-			}
-		} else {
-			se.Message = "exited"
 		}
-	} else {
+	}
+	switch {
+	case exited:
+		se.Message = ExitMessage(r.Record, st)
+		if st.Signal == "SIGKILL" {
+			if se.OOM = st.OOM; se.OOM == "" {
+				se.OOM, _ = OOMEvidence(r.Record)
+			}
+		}
+	default:
 		se.Message = "exited"
 	}
 	se.Message += " before it was ready"
-	// Whatever it left in its group or below it goes too.
 	if r.Handle != nil {
-		if err := a.cleanupLeftovers(ctx, r.Record, req); err != nil {
+		if exited && st.Code == 0 && st.Signal == "" {
+			if pid, cmdline := a.daemonOf(ctx, r.Record); pid > 0 {
+				se.Reason, se.DaemonPID = ReasonDaemonized, pid
+				se.Message = a.daemonizedMessage(ctx, req, pid, cmdline, se)
+			}
+		}
+		grace, killTimeout := durationOr(req.Grace, DefaultGrace), durationOr(req.KillTimeout, DefaultKillTimeout)
+		// We held the leader from its spawn to its exit: the rest of its
+		// group may go too.
+		if err := a.cleanup(ctx, r.Record, true, grace, killTimeout); err != nil {
 			se.Err = err
 		}
 		_ = r.Handle.Close()
@@ -522,6 +687,57 @@ func (a *Actuator) failExited(ctx context.Context, req StartRequest, r *Running)
 	return se
 }
 
+// daemonOf finds a process left running by a server whose first process
+// exited: in its cgroup, or (session) in its group or carrying its token.
+// It prefers the one holding the declared port. 0 when none is left.
+func (a *Actuator) daemonOf(ctx context.Context, rec Record) (int, []string) {
+	var pids []int
+	if rec.Cgroup != "" {
+		if dir, err := cgroupDir(rec.Cgroup); err == nil {
+			pids, _ = observe.CgroupProcs(dir)
+		}
+	} else {
+		ms := a.sessionExtras(rec, map[int]bool{}, rec.PGID > 1)
+		for _, m := range ms {
+			pids = append(pids, m.h.PID())
+		}
+		closeMembers(ms)
+	}
+	if len(pids) == 0 {
+		return 0, nil
+	}
+	pid := pids[0]
+	if rec.Port > 0 {
+		if h := observe.HolderOf(ctx, rec.Port); h != nil {
+			for _, p := range h.PIDs {
+				if slices.Contains(pids, p) {
+					pid = p
+					break
+				}
+			}
+		}
+	}
+	id, _ := observe.ReadIdentity(pid)
+	return pid, id.Cmdline
+}
+
+// daemonizedMessage says that a server daemonized, what the daemon holds,
+// and how to run the program in the foreground.
+func (a *Actuator) daemonizedMessage(ctx context.Context, req StartRequest, pid int, cmdline []string, se *StartError) string {
+	holds := ""
+	if req.Port > 0 {
+		if h := observe.HolderOf(ctx, req.Port); h != nil && slices.Contains(h.PIDs, pid) {
+			se.Holder = h
+			holds = fmt.Sprintf(", holding port %d", req.Port)
+		} else {
+			holds = fmt.Sprintf(", not listening on port %d", req.Port)
+		}
+	}
+	return fmt.Sprintf("daemonized: its first process exited with code 0 before it was ready and left pid %d (%s) running in the background%s; "+
+		"procfleet runs servers in the foreground: start it so (nginx: -g 'daemon off;', redis: --daemonize no, memcached: without -d, postgres: run postgres, not pg_ctl start); the daemon is stopped",
+		pid, observe.FormatCmdline(cmdline), holds)
+}
+
 // failTimeout stops a server that was not ready in time.
 func (a *Actuator) failTimeout(ctx context.Context, req StartRequest, r *Running, timeout time.Duration, last string) error {
 	se := &StartError{Name: req.Name, Reason: ReasonFailed, ExitCode: -1,
@@ -529,7 +745,7 @@ func (a *Actuator) failTimeout(ctx context.Context, req StartRequest, r *Running
 	if last != "" {
 		se.Message += " (last check: " + last + ")"
 	}
-	err := a.Stop(ctx, r.Record, StopOptions{Grace: req.Grace, KillTimeout: req.KillTimeout})
+	err := a.Stop(ctx, r.Record, StopOptions{Grace: req.Grace, KillTimeout: req.KillTimeout, Held: r.Handle})
 	if err != nil {
 		se.Err = err
 	}
@@ -542,21 +758,6 @@ func (a *Actuator) failTimeout(ctx context.Context, req StartRequest, r *Running
 	se.LogTail = a.logTail(req.Name, r.logOffset)
 	a.event(req.Name, EventStartFailed, se.Message)
 	return se
-}
-
-// cleanupLeftovers stops what a failed start left in its process group or
-// below it, once its leader has exited: only pinned, verified processes are
-// signalled.
-func (a *Actuator) cleanupLeftovers(ctx context.Context, rec Record, req StartRequest) error {
-	if rec.PGID <= 1 {
-		return nil
-	}
-	members := a.addStragglers(ctx, rec, nil)
-	if len(members) == 0 {
-		return nil
-	}
-	defer closeTargets(members)
-	return a.terminate(ctx, rec, members, "", durationOr(req.Grace, DefaultGrace), durationOr(req.KillTimeout, DefaultKillTimeout))
 }
 
 func durationOr(d, def time.Duration) time.Duration {
@@ -576,7 +777,7 @@ func formatSeconds(d time.Duration) string {
 // logTail returns the last LogTailLines lines written to the log after
 // offset (this run's output).
 func (a *Actuator) logTail(name string, offset int64) []string {
-	f, err := os.OpenFile(a.Dir.LogPath(name), os.O_RDONLY|noFollow, 0)
+	f, err := safefile.Open(a.Dir.LogPath(name), os.O_RDONLY, 0)
 	if err != nil {
 		return nil
 	}

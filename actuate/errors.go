@@ -2,6 +2,7 @@ package actuate
 
 import (
 	"fmt"
+	"io/fs"
 	"strings"
 
 	"github.com/procfleet/procfleet/observe"
@@ -52,23 +53,35 @@ func (e *QuarantineError) Error() string {
 	return b.String()
 }
 
-// StartError reports a start that failed. Reason is "PortConflict" (nothing
-// was started) or "Failed" (the process was started, and is gone again, with
-// its record and log handle, by the time the error is returned).
+// StartError reports a start that failed. Reason is "PortConflict"
+// (nothing was started), "Daemonized" (the first process exited 0 and left
+// a daemon, which was stopped) or "Failed"; in the last two, the process,
+// whatever it left, its record and its log handle are gone by the time the
+// error is returned.
 type StartError struct {
-	Name       string
-	Reason     string // "PortConflict" or "Failed"
-	ExitCode   int    // exit code when it exited on its own, else -1
-	Signal     string // "SIGKILL" when killed by a signal, else ""
-	Message    string
-	LogTail    []string // the last lines the process wrote to its log in this run
-	HolderPIDs []int    // PortConflict: pids holding the port, when visible
-	Err        error    // underlying error, if any (for example a failed stop)
+	Name     string
+	Reason   string // ReasonPortConflict, ReasonDaemonized or ReasonFailed
+	ExitCode int    // exit code when it exited on its own, else -1
+	Signal   string // "SIGKILL" when killed by a signal, else ""
+	Message  string
+	LogTail  []string // the last lines the process wrote to its log in this run
+	// Holder is who holds the port: for PortConflict, and for Daemonized
+	// when the daemon held it. Callers use it as data, never the Message.
+	Holder *observe.PortHolder
+	// HolderPIDs is Holder.PIDs (kept for older callers).
+	HolderPIDs []int
+	// DaemonPID is the daemon a Daemonized server left (now stopped).
+	DaemonPID int
+	// OOM is the kernel's evidence that the out-of-memory killer ended the
+	// process ("" when the kernel says nothing of it: no guess is made).
+	OOM string
+	Err error // underlying error, if any (for example a failed stop)
 }
 
 // Reasons of StartError.
 const (
 	ReasonPortConflict = "PortConflict"
+	ReasonDaemonized   = "Daemonized"
 	ReasonFailed       = "Failed"
 )
 
@@ -136,3 +149,55 @@ func (e *NewerRecordError) Error() string {
 	return fmt.Sprintf("record of server %s (%s) was written by a newer procfleet (record version %d; this one reads up to %d): its process cannot be checked; use that procfleet, or stop the process by hand and delete the record",
 		e.Name, e.Path, e.Version, RecordVersion)
 }
+
+// ForeignRecordError reports a record written in another state folder: a
+// copied project (cp -a) carries the original's records, and a copy never
+// acts on the original's processes. It is not damage: nothing is
+// quarantined, and the server counts as having no record, which is why the
+// error wraps fs.ErrNotExist. The lock holder moved it to MovedTo
+// (<name>.json.foreign-<time>); MovedTo is empty for the read-only readers
+// and when the move failed (MoveErr).
+type ForeignRecordError struct {
+	Name    string
+	Path    string
+	Folder  FolderID // the folder the record names
+	Here    FolderID // the folder it was read from
+	MovedTo string
+	MoveErr error
+}
+
+func (e *ForeignRecordError) Error() string {
+	msg := fmt.Sprintf("record of server %s (%s) was written in another state folder (%s; this one is %s), as in a copied project: it is never acted on, and the server counts as having no record",
+		e.Name, e.Path, e.Folder, e.Here)
+	switch {
+	case e.MovedTo != "":
+		msg += "; moved aside to " + e.MovedTo
+	case e.MoveErr != nil:
+		msg += fmt.Sprintf("; moving it aside failed: %v", e.MoveErr)
+	}
+	return msg
+}
+
+// Unwrap makes errors.Is(err, fs.ErrNotExist) hold: the server has no
+// record of this folder.
+func (e *ForeignRecordError) Unwrap() error { return fs.ErrNotExist }
+
+// StateDirChangedError reports that a state folder's path no longer names
+// the folder that was opened (and locked): it was deleted, or replaced by
+// another folder. The holder must stop acting on it.
+type StateDirChangedError struct {
+	Path string
+	Was  FolderID
+	// Now is the folder at Path now (zero when nothing is there: Err).
+	Now FolderID
+	Err error
+}
+
+func (e *StateDirChangedError) Error() string {
+	if e.Err != nil {
+		return fmt.Sprintf("state folder %s (%s) is gone: %v", e.Path, e.Was, e.Err)
+	}
+	return fmt.Sprintf("state folder %s was replaced: it was %s, now %s", e.Path, e.Was, e.Now)
+}
+
+func (e *StateDirChangedError) Unwrap() error { return e.Err }

@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -40,6 +41,17 @@ func (e *events) with(reason string) []string {
 	var out []string
 	for _, s := range e.all {
 		if strings.Contains(s, " "+reason+" ") {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// forServer returns the events of one server with that reason.
+func (e *events) forServer(server, reason string) []string {
+	var out []string
+	for _, s := range e.with(reason) {
+		if strings.HasPrefix(s, server+" ") {
 			out = append(out, s)
 		}
 	}
@@ -267,4 +279,65 @@ func stopIfStarted(t *testing.T, r *Running) {
 	}
 	killPinned(t, r.Record.PID)
 	_ = r.Handle.Close()
+}
+
+// forModes runs f once per membership mode: "cgroup", where this machine
+// lets procfleet make cgroups (skipped, saying why, elsewhere), and
+// "session" (PROCFLEET_CGROUP=off).
+func forModes(t *testing.T, f func(t *testing.T, mode MembershipMode)) {
+	t.Helper()
+	t.Run("cgroup", func(t *testing.T) {
+		t.Setenv(CgroupEnv, "on")
+		if m := (&StateDir{Path: t.TempDir()}).Membership(); m.Mode != MembershipCgroup {
+			t.Skipf("cgroups not available here: %s", m.Why)
+		}
+		f(t, MembershipCgroup)
+	})
+	t.Run("session", func(t *testing.T) {
+		sessionMode(t)
+		f(t, MembershipSession)
+	})
+}
+
+// sessionMode makes the test use the session membership
+// (PROCFLEET_CGROUP=off): for the paths only that mode has (group signals).
+func sessionMode(t *testing.T) {
+	t.Helper()
+	t.Setenv(CgroupEnv, "off")
+}
+
+// removeTestCgroups removes the cgroups a test's state folder made, after
+// its other cleanups: a test that kills its server by hand (killPinned)
+// leaves an empty one behind, as a server killed outside procfleet does
+// until its next start or stop. Anything still in one is killed first.
+func removeTestCgroups(t *testing.T, d *StateDir) {
+	cg, err := observe.FindCgroup2()
+	if err != nil {
+		return
+	}
+	dir, err := cg.Dir(path.Join(cg.Self, cgroupPrefix+d.ID()))
+	if err != nil {
+		return
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		if !e.IsDir() {
+			continue
+		}
+		sub := filepath.Join(dir, e.Name())
+		if pop, err := observe.CgroupPopulated(sub); err == nil && pop {
+			t.Errorf("cgroup %s still holds processes after the test: killing them", sub)
+			_ = killCgroup(sub)
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			_ = observe.WaitCgroupEmpty(ctx, sub)
+			cancel()
+		}
+		if err := os.Remove(sub); err != nil {
+			t.Errorf("remove test cgroup: %v", err)
+		}
+	}
+	_ = os.Remove(dir)
 }

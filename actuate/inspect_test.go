@@ -191,7 +191,9 @@ func TestInspectRecordAsReadRecord(t *testing.T) {
 	if err := d.WriteRecord(good); err != nil {
 		t.Fatal(err)
 	}
-	newer := `{"version":2,"name":"next","pid":10}`
+	fid, _ := d.folderID()
+	good.StateDir = &fid // WriteRecord stamps the folder on a version 2 record
+	newer := `{"version":3,"name":"next","pid":10}`
 	if err := os.WriteFile(d.RecordPath("next"), []byte(newer), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -211,7 +213,7 @@ func TestInspectRecordAsReadRecord(t *testing.T) {
 	if got, err := d.InspectRecord("good"); err != nil || !cmp.Equal(got, good) {
 		t.Errorf("InspectRecord(good) = %+v, %v; want %+v", got, err, good)
 	}
-	if _, err := d.InspectRecord("next"); err == nil || !strings.Contains(err.Error(), "record version 2") {
+	if _, err := d.InspectRecord("next"); err == nil || !strings.Contains(err.Error(), "record version 3") {
 		t.Errorf("InspectRecord(next) = %v, want the newer version's error", err)
 	}
 	if _, err := d.InspectRecord("missing"); !errors.Is(err, fs.ErrNotExist) {
@@ -226,7 +228,7 @@ func TestInspectRecordAsReadRecord(t *testing.T) {
 	if !cmp.Equal(wantRecs, gotRecs) || fmt.Sprint(wantErrs) != fmt.Sprint(gotErrs) {
 		t.Errorf("InspectRecords() = %+v, %v; Records() gives %+v, %v", gotRecs, gotErrs, wantRecs, wantErrs)
 	}
-	if len(gotRecs) != 1 || len(gotErrs) != 1 || !strings.Contains(gotErrs[0].Error(), "record version 2") {
+	if len(gotRecs) != 1 || len(gotErrs) != 1 || !strings.Contains(gotErrs[0].Error(), "record version 3") {
 		t.Errorf("InspectRecords() = %+v, %v; want [good] and the newer version's error", gotRecs, gotErrs)
 	}
 	if after := serversSnapshot(t, d); !cmp.Equal(before, after) {

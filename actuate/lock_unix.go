@@ -11,16 +11,19 @@ import (
 	"strings"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/procfleet/procfleet/internal/safefile"
 )
 
 // Lock takes the state folder's lock: flock(LOCK_EX|LOCK_NB) on the lock
-// file, then writes this process's pid into it. When another process (or
+// file, then writes this process's pid into it, and removes the folder's
+// empty server cgroups (left by servers that ended unwatched). When another process (or
 // another open of the lock file in this one) holds it, Lock fails at once
 // with *LockedError naming the holder's pid. release unlocks and closes;
 // the lock also ends when the process does.
 func (d *StateDir) Lock() (release func() error, err error) {
 	path := d.LockPath()
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|noFollow, 0o600)
+	f, err := safefile.Open(path, os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("lock state folder: %w", err)
 	}
@@ -35,6 +38,7 @@ func (d *StateDir) Lock() (release func() error, err error) {
 		_ = f.Close()
 		return nil, fmt.Errorf("lock state folder %s: write pid: %w", path, err)
 	}
+	d.sweepCgroups()
 	released := false
 	return func() error {
 		if released {

@@ -15,36 +15,75 @@ import (
 )
 
 // RecordVersion is the version of the record format written by this package.
-const RecordVersion = 1
+// Version 2 added instance, stateDir, spawnCmdline and cgroup, and intent
+// records; version 1 records (no token) are read as before.
+const RecordVersion = 2
 
 // maxRecordSize bounds what is read from a record file.
 const maxRecordSize = 1 << 20
 
 // Record is the ownership record of a server: what procfleet saw of the
 // process right after it started it. The JSON is DESIGN.md's.
+//
+// An intent record (Intent) is written before the spawn: name, instance
+// and state folder, no pid. The full record replaces it right after.
 type Record struct {
 	Version int    `json:"version"`
 	Name    string `json:"name"`
-	PID     int    `json:"pid"`
-	PGID    int    `json:"pgid"`
+	// PID is the server's process, the leader of its own session and
+	// process group; 0 in an intent record.
+	PID  int `json:"pid"`
+	PGID int `json:"pgid"`
 	// StartTime is the kernel's start time of the process (Linux: field 22 of
 	// /proc/PID/stat, clock ticks since boot; macOS: microseconds since the
 	// epoch). 0 (absent or null) means the record cannot prove ownership
 	// (rule 5).
-	StartTime uint64    `json:"startTime"`
-	BootID    string    `json:"bootId"`
-	UID       int       `json:"uid"`
-	Cmdline   []string  `json:"cmdline"`
-	Port      int       `json:"port"`
-	SpecHash  string    `json:"specHash"`
-	StartedAt time.Time `json:"startedAt"`
+	StartTime uint64 `json:"startTime"`
+	BootID    string `json:"bootId"`
+	// UID is the uid the process runs as, as last seen: evidence, not
+	// identity (a server may drop privileges).
+	UID int `json:"uid"`
+	// Cmdline is the process's command line as last seen (evidence, not
+	// identity: a held process may exec or retitle itself).
+	Cmdline []string `json:"cmdline"`
+	// SpawnCmdline is the command line the process showed right after the
+	// spawn; Cmdline moves on from it (v2).
+	SpawnCmdline []string  `json:"spawnCmdline,omitempty"`
+	Port         int       `json:"port"`
+	SpecHash     string    `json:"specHash"`
+	StartedAt    time.Time `json:"startedAt"`
 	// PidfdInode is the pidfs inode of a pidfd for the process (Linux >= 6.9);
 	// 0 when unknown.
 	PidfdInode uint64 `json:"pidfdInode,omitempty"`
+	// Instance is the server's instance token (v2): 128 random bits in 32
+	// hex digits, put in its environment as PROCFLEET_INSTANCE at spawn.
+	Instance string `json:"instance,omitempty"`
+	// StateDir is the state folder the record was written in (v2): a
+	// record read from another folder is foreign.
+	StateDir *FolderID `json:"stateDir,omitempty"`
+	// Cgroup is the server's cgroup v2 path (/.../procfleet-<folder
+	// id>/<name>) when its membership is a cgroup (v2); "" otherwise.
+	Cgroup string `json:"cgroup,omitempty"`
 }
 
+// Intent reports whether r is an intent record: written before a spawn,
+// naming the instance token but no process yet (rule 8).
+func (r Record) Intent() bool { return r.PID == 0 && r.Instance != "" }
+
+// FolderID is a folder's device and inode: what tells the state folder
+// from a copy of it.
+type FolderID struct {
+	Dev uint64 `json:"dev"`
+	Ino uint64 `json:"ino"`
+}
+
+func (f FolderID) String() string { return fmt.Sprintf("device %d inode %d", f.Dev, f.Ino) }
+
 // ParseRecord decodes and checks a record's bytes. It never panics; name is
-// the name the file is stored under and must match the record's.
+// the name the file is stored under and must match the record's. A record
+// whose pgid is not its pid is refused (rule 7: every server leads its own
+// session and group, so such a record was edited); one without a pgid (a
+// hand-written one) names no other group, and its pgid is read as its pid.
 func ParseRecord(name string, data []byte) (Record, error) {
 	var r Record
 	dec := json.NewDecoder(bytes.NewReader(data))
@@ -59,12 +98,24 @@ func ParseRecord(name string, data []byte) (Record, error) {
 		return Record{}, fmt.Errorf("unsupported record version %d (this procfleet reads up to %d)", r.Version, RecordVersion)
 	case r.Name != name:
 		return Record{}, fmt.Errorf("record names server %q, stored as %q", r.Name, name)
-	case r.PID <= 0:
-		return Record{}, fmt.Errorf("invalid pid %d", r.PID)
-	case r.PGID < 0:
-		return Record{}, fmt.Errorf("invalid pgid %d", r.PGID)
+	case r.Instance != "" && !validToken(r.Instance):
+		return Record{}, fmt.Errorf("invalid instance token %q (want 32 hex digits)", r.Instance)
 	case r.Port < 0 || r.Port > 65535:
 		return Record{}, fmt.Errorf("invalid port %d", r.Port)
+	case r.Cgroup != "" && !validCgroupPath(r.Cgroup, r.Name):
+		return Record{}, fmt.Errorf("invalid cgroup %q (want an absolute path ending in /procfleet-<folder id>/%s)", r.Cgroup, r.Name)
+	case r.PID == 0 && r.Instance != "":
+		// An intent record.
+		if r.Version < 2 || r.PGID != 0 || r.StartTime != 0 {
+			return Record{}, errors.New("an intent record (no pid) must be version 2 with no pgid and no start time")
+		}
+	case r.PID <= 0:
+		return Record{}, fmt.Errorf("invalid pid %d", r.PID)
+	case r.PGID != r.PID && r.PGID != 0:
+		return Record{}, fmt.Errorf("pgid %d is not pid %d: every server leads its own process group", r.PGID, r.PID)
+	}
+	if r.PGID == 0 {
+		r.PGID = r.PID // a hand-written record without one: it names no other group
 	}
 	return r, nil
 }
@@ -78,6 +129,11 @@ func (d *StateDir) WriteRecord(r Record) error {
 	}
 	if r.Version == 0 {
 		r.Version = RecordVersion
+	}
+	if r.StateDir == nil && r.Version >= 2 {
+		if id, err := d.folderID(); err == nil {
+			r.StateDir = &id
+		}
 	}
 	data, err := json.MarshalIndent(r, "", "  ")
 	if err != nil {
@@ -184,6 +240,12 @@ func (d *StateDir) readRecord(name string, act untrustedAction) (Record, error) 
 	if reason == "" {
 		r, perr := ParseRecord(name, data)
 		if perr == nil {
+			if ferr := d.checkFolder(r, path, act); ferr != nil {
+				return Record{}, ferr
+			}
+			if r.Cgroup != "" && !d.ownCgroup(r) {
+				return Record{}, d.untrusted(name, path, fmt.Sprintf("names cgroup %s, which procfleet does not make for server %s of this state folder", r.Cgroup, name), act)
+			}
 			return r, nil
 		}
 		var probe struct {
@@ -195,6 +257,35 @@ func (d *StateDir) readRecord(name string, act untrustedAction) (Record, error) 
 		reason = perr.Error()
 	}
 	return Record{}, d.untrusted(name, path, reason, act)
+}
+
+// checkFolder reports a record written in another state folder (a copied
+// project) as *ForeignRecordError and, for the lock holder, moves it aside
+// to <name>.json.foreign-<time>. A record that names no folder (version 1)
+// is not foreign.
+func (d *StateDir) checkFolder(r Record, path string, act untrustedAction) error {
+	if r.StateDir == nil {
+		return nil
+	}
+	own, err := d.folderID()
+	if err != nil {
+		return fmt.Errorf("read record of server %s: %w", r.Name, err)
+	}
+	if *r.StateDir == own {
+		return nil
+	}
+	e := &ForeignRecordError{Name: r.Name, Path: path, Folder: *r.StateDir, Here: own}
+	if act == keepUntrusted {
+		return e
+	}
+	to := path + foreignInfix + time.Now().UTC().Format(corruptLayout)
+	if err := os.Rename(path, to); err != nil {
+		e.MoveErr = err
+		return e
+	}
+	_ = syncDir(filepath.Dir(path))
+	e.MovedTo = to
+	return e
 }
 
 // readTrusted opens path with O_NOFOLLOW and checks the opened file (not the
@@ -280,28 +371,55 @@ func (d *StateDir) moveAside(name, path, reason string) error {
 
 // Records reads every record in servers/, sorted by name. Records that could
 // not be read are left out and reported in errs (*UntrustedRecordError for
-// those moved aside).
+// those moved aside). A foreign record (written in another state folder) is
+// moved aside and left out of both, as if there were no record; ReadAll
+// reports it.
 //
 // Like ReadRecord, it is for the holder of the state folder's lock only;
 // everyone else calls InspectRecords.
 func (d *StateDir) Records() (recs []Record, errs []error) {
-	return d.records(moveUntrusted)
+	rs := d.records(moveUntrusted)
+	return rs.Records, rs.Errs
 }
 
 // InspectRecords is Records for a reader that does not hold the state
 // folder's lock: it changes nothing. Untrusted records are reported as
-// *UntrustedRecordError with an empty MovedTo and left where they are.
+// *UntrustedRecordError with an empty MovedTo and left where they are;
+// foreign ones are left where they are and out of both lists.
 func (d *StateDir) InspectRecords() (recs []Record, errs []error) {
-	return d.records(keepUntrusted)
+	rs := d.records(keepUntrusted)
+	return rs.Records, rs.Errs
 }
 
-func (d *StateDir) records(act untrustedAction) (recs []Record, errs []error) {
+// RecordSet is what ReadAll and InspectAll find in servers/.
+type RecordSet struct {
+	// Records are the trusted records, sorted by name (intent records
+	// included).
+	Records []Record
+	// Foreign are records written in another state folder: they count as
+	// no record and quarantine nothing; the caller says so.
+	Foreign []*ForeignRecordError
+	// Errs are the records that could not be read (*UntrustedRecordError,
+	// *NewerRecordError, or an error listing the folder).
+	Errs []error
+}
+
+// ReadAll is Records with the foreign records reported: for the lock
+// holder, which moves untrusted and foreign records aside.
+func (d *StateDir) ReadAll() RecordSet { return d.records(moveUntrusted) }
+
+// InspectAll is ReadAll for a reader without the lock: it changes nothing.
+func (d *StateDir) InspectAll() RecordSet { return d.records(keepUntrusted) }
+
+func (d *StateDir) records(act untrustedAction) RecordSet {
+	var rs RecordSet
 	entries, err := os.ReadDir(filepath.Join(d.Path, serversDir))
 	if err != nil {
 		if act == keepUntrusted && errors.Is(err, fs.ErrNotExist) {
-			return nil, nil // InspectStateDir: no servers/ yet, no records
+			return rs // InspectStateDir: no servers/ yet, no records
 		}
-		return nil, []error{fmt.Errorf("list records: %w", err)}
+		rs.Errs = []error{fmt.Errorf("list records: %w", err)}
+		return rs
 	}
 	for _, e := range entries {
 		fname := e.Name()
@@ -310,21 +428,24 @@ func (d *StateDir) records(act untrustedAction) (recs []Record, errs []error) {
 		}
 		name := strings.TrimSuffix(fname, recordExt)
 		if checkName(name) != nil {
-			errs = append(errs, d.untrusted(name, filepath.Join(d.Path, serversDir, fname), "file name is not a server name", act))
+			rs.Errs = append(rs.Errs, d.untrusted(name, filepath.Join(d.Path, serversDir, fname), "file name is not a server name", act))
 			continue
 		}
 		r, err := d.readRecord(name, act)
-		if err != nil {
-			if errors.Is(err, fs.ErrNotExist) {
-				continue // removed since the listing
-			}
-			errs = append(errs, err)
-			continue
+		var fe *ForeignRecordError
+		switch {
+		case errors.As(err, &fe):
+			rs.Foreign = append(rs.Foreign, fe)
+		case errors.Is(err, fs.ErrNotExist):
+			// removed since the listing
+		case err != nil:
+			rs.Errs = append(rs.Errs, err)
+		default:
+			rs.Records = append(rs.Records, r)
 		}
-		recs = append(recs, r)
 	}
-	sort.Slice(recs, func(i, j int) bool { return recs[i].Name < recs[j].Name })
-	return recs, errs
+	sort.Slice(rs.Records, func(i, j int) bool { return rs.Records[i].Name < rs.Records[j].Name })
+	return rs
 }
 
 // RemoveRecord removes a server's record; a missing record is not an error.

@@ -10,6 +10,7 @@ import (
 // leader lives; this kernel has PIDFD_SIGNAL_PROCESS_GROUP, so the test turns
 // it off to run that path.
 func TestStopGroupByKillpg(t *testing.T) {
+	sessionMode(t)
 	pidfdGroupSignal = false
 	t.Cleanup(func() { pidfdGroupSignal = true })
 	a, ev := newActuator(t)

@@ -57,7 +57,19 @@ func TestStartRecordsKernelIdentity(t *testing.T) {
 	if ino, ok := r.Handle.PidfdInode(); ok && rec.PidfdInode != ino {
 		t.Errorf("pidfdInode %d, want %d", rec.PidfdInode, ino)
 	}
-	if rec.Port != port || rec.Name != "api" || rec.Version != 1 || rec.StartedAt.IsZero() {
+	fid, _ := a.Dir.folderID()
+	if !validToken(rec.Instance) || rec.StateDir == nil || *rec.StateDir != fid || !slices.Equal(rec.SpawnCmdline, rec.Cmdline) {
+		t.Errorf("v2 fields: instance %q, stateDir %v (folder %v), spawnCmdline %q", rec.Instance, rec.StateDir, fid, rec.SpawnCmdline)
+	}
+	// The token is in the server's environment, with its name.
+	h := killPinned(t, rec.PID)
+	if v, ok, err := h.Env(InstanceEnv); err != nil || !ok || v != rec.Instance {
+		t.Errorf("%s in the server's environment = %q, %v, %v; want %s", InstanceEnv, v, ok, err, rec.Instance)
+	}
+	if v, ok, err := h.Env(ServerEnv); err != nil || !ok || v != "api" {
+		t.Errorf("%s in the server's environment = %q, %v, %v; want api", ServerEnv, v, ok, err)
+	}
+	if rec.Port != port || rec.Name != "api" || rec.Version != RecordVersion || rec.StartedAt.IsZero() {
 		t.Errorf("record fields: %+v", rec)
 	}
 	onDisk, err := a.Dir.ReadRecord("api")
@@ -165,7 +177,8 @@ func TestStartExitBeforeReady(t *testing.T) {
 		wantSig  string
 	}{
 		{"exit code 3", []string{"-exit-after", "20ms", "-exit-code", "3"}, []string{"exited with code 3 before it was ready"}, 3, ""},
-		{"killed by SIGKILL", []string{"-kill-self-after", "20ms"}, []string{"killed by signal 9 (SIGKILL)", "out-of-memory killer"}, -1, "SIGKILL"},
+		// A SIGKILL the kernel's OOM killer did not send gets no OOM hint.
+		{"killed by SIGKILL", []string{"-kill-self-after", "20ms"}, []string{"killed by signal 9 (SIGKILL) before it was ready"}, -1, "SIGKILL"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -186,6 +199,9 @@ func TestStartExitBeforeReady(t *testing.T) {
 				if !strings.Contains(se.Message, w) {
 					t.Errorf("message %q does not contain %q", se.Message, w)
 				}
+			}
+			if strings.Contains(se.Message, "out-of-memory") || se.OOM != "" {
+				t.Errorf("message %q (OOM %q) claims an out-of-memory kill the kernel did not report", se.Message, se.OOM)
 			}
 			if se.ExitCode != tt.wantCode || se.Signal != tt.wantSig {
 				t.Errorf("ExitCode %d Signal %q, want %d %q", se.ExitCode, se.Signal, tt.wantCode, tt.wantSig)
@@ -271,34 +287,65 @@ func itoa(n int) string { return strconv.Itoa(n) }
 // A record that cannot be written: the process is killed and reaped before
 // the error is returned, and nothing is left open.
 func TestSpawnRecordWriteFailure(t *testing.T) {
-	a, ev := newActuator(t)
-	warmFDs(t, a)
-	ctx := testCtx(t)
-	// A folder where the record goes makes the rename fail.
-	if err := os.Mkdir(a.Dir.RecordPath("api"), 0o700); err != nil {
-		t.Fatal(err)
-	}
-	before := countFDs(t)
-	r, err := a.Spawn(ctx, serverReq("api", 0, "-print", "record-write-failure"))
-	stopIfStarted(t, r)
-	var se *StartError
-	if !errors.As(err, &se) || !strings.Contains(se.Message, "write record") {
-		t.Fatalf("Spawn error = %v, want *StartError write record", err)
-	}
-	if after := countFDs(t); after != before {
-		t.Errorf("open descriptors: %d before, %d after", before, after)
-	}
-	sent := ev.with(EventSignal)
-	if len(sent) == 0 {
-		t.Fatalf("no SIGKILL event: %v", ev.all)
-	}
-	// Nothing of it runs any more.
+	forModes(t, func(t *testing.T, mode MembershipMode) {
+		// The intent record cannot be written: nothing is started.
+		a, ev := newActuator(t)
+		warmFDs(t, a)
+		ctx := testCtx(t)
+		// A folder where the record goes makes the rename fail.
+		if err := os.Mkdir(a.Dir.RecordPath("api"), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		before := countFDs(t)
+		r, err := a.Spawn(ctx, serverReq("api", 0, "-print", "record-write-failure"))
+		stopIfStarted(t, r)
+		var se *StartError
+		if !errors.As(err, &se) || !strings.Contains(se.Message, "write intent record") {
+			t.Fatalf("Spawn error = %v, want *StartError write intent record", err)
+		}
+		if after := countFDs(t); after != before {
+			t.Errorf("open descriptors: %d before, %d after", before, after)
+		}
+		if sent := ev.forServer("api", EventSignal); len(sent) != 0 {
+			t.Errorf("signals sent though nothing was started: %v", sent)
+		}
+		assertNoneRuns(t, "record-write-failure")
+
+		// The full record cannot be written (the hook, between spawn and
+		// record, puts a folder in its place): the child is killed.
+		if err := os.Remove(a.Dir.RecordPath("api")); err != nil {
+			t.Fatal(err)
+		}
+		testHookAfterSpawn = func(int) {
+			_ = os.Remove(a.Dir.RecordPath("api"))
+			_ = os.Mkdir(a.Dir.RecordPath("api"), 0o700)
+		}
+		t.Cleanup(func() { testHookAfterSpawn = nil })
+		r, err = a.Spawn(ctx, serverReq("api", 0, "-print", "record-write-failure"))
+		stopIfStarted(t, r)
+		if !errors.As(err, &se) || se.Message != "write record" {
+			t.Fatalf("Spawn error = %v, want *StartError write record", err)
+		}
+		if sent := ev.forServer("api", EventSignal); len(sent) == 0 {
+			t.Fatalf("no SIGKILL event: %v", ev.all)
+		}
+		if after := countFDs(t); after != before {
+			t.Errorf("open descriptors: %d before, %d after", before, after)
+		}
+		assertNoneRuns(t, "record-write-failure")
+	})
+}
+
+// assertNoneRuns fails if a child of this test still runs with marker in
+// its command line.
+func assertNoneRuns(t *testing.T, marker string) {
+	t.Helper()
 	kids, err := observe.Descendants(os.Getpid())
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, pid := range kids {
-		if id, err := observe.ReadIdentity(pid); err == nil && slices.Contains(id.Cmdline, "record-write-failure") {
+		if id, err := observe.ReadIdentity(pid); err == nil && slices.Contains(id.Cmdline, marker) && !id.State.Exited() {
 			t.Errorf("pid %d still runs: %+v", pid, id)
 		}
 	}

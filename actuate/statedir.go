@@ -23,6 +23,8 @@ const (
 	recordExt     = ".json"
 	tempInfix     = ".tmp-"
 	corruptInfix  = ".corrupt-"
+	foreignInfix  = ".foreign-"
+	resolvedInfix = ".resolved-"
 	staleTempAge  = time.Minute
 	dirMode       = 0o700
 	recordMode    = 0o600
@@ -33,6 +35,9 @@ const (
 // StateDir is an opened, trusted state folder. Path is absolute.
 type StateDir struct {
 	Path string
+	// id is the folder's device and inode when it was opened; zero for a
+	// StateDir made as a literal, whose id is read at each use.
+	id FolderID
 }
 
 // OpenStateDir creates the state folder if needed (mode 0700, with servers/,
@@ -69,6 +74,9 @@ func OpenStateDir(path string) (*StateDir, error) {
 		}
 	}
 	d := &StateDir{Path: abs}
+	if d.id, err = statFolderID(abs); err != nil {
+		return nil, fmt.Errorf("open state folder %s: %w", abs, err)
+	}
 	d.sweepTemps(time.Now())
 	return d, nil
 }
@@ -99,7 +107,61 @@ func InspectStateDir(path string) (*StateDir, error) {
 			return nil, err
 		}
 	}
-	return &StateDir{Path: abs}, nil
+	d := &StateDir{Path: abs}
+	if d.id, err = statFolderID(abs); err != nil {
+		return nil, fmt.Errorf("inspect state folder %s: %w", abs, err)
+	}
+	return d, nil
+}
+
+// folderID is the folder's device and inode as opened.
+func (d *StateDir) folderID() (FolderID, error) {
+	if d.id != (FolderID{}) {
+		return d.id, nil
+	}
+	return statFolderID(d.Path)
+}
+
+// ID names the state folder by its device and inode ("2049-1234567"): the
+// same folder has the same ID under any path, and a copy has another. It
+// names the folder's cgroups (procfleet-<ID>).
+func (d *StateDir) ID() string {
+	id, err := d.folderID()
+	if err != nil {
+		return "unknown"
+	}
+	return fmt.Sprintf("%d-%d", id.Dev, id.Ino)
+}
+
+// Check reports whether Path still names the folder that was opened: a
+// stat and a comparison of device and inode, cheap enough for every
+// resync. A folder deleted or replaced under a running up gives
+// *StateDirChangedError; up then stops acting on it.
+func (d *StateDir) Check() error {
+	if d.id == (FolderID{}) {
+		return fmt.Errorf("check state folder %s: not opened with OpenStateDir or InspectStateDir", d.Path)
+	}
+	now, err := statFolderID(d.Path)
+	if err != nil {
+		return &StateDirChangedError{Path: d.Path, Was: d.id, Err: err}
+	}
+	if now != d.id {
+		return &StateDirChangedError{Path: d.Path, Was: d.id, Now: now}
+	}
+	return nil
+}
+
+// statFolderID reads the device and inode of the folder at path.
+func statFolderID(path string) (FolderID, error) {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return FolderID{}, err
+	}
+	id, ok := fileID(fi)
+	if !ok {
+		return FolderID{}, fmt.Errorf("%s: no device and inode on this system", path)
+	}
+	return id, nil
 }
 
 // checkDirTrust refuses a folder that is not a folder, is owned by another

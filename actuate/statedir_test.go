@@ -18,6 +18,7 @@ func newStateDir(t *testing.T) *StateDir {
 	if err != nil {
 		t.Fatalf("OpenStateDir: %v", err)
 	}
+	t.Cleanup(func() { removeTestCgroups(t, d) })
 	return d
 }
 
@@ -278,7 +279,7 @@ func TestRecordRoundTrip(t *testing.T) {
 		t.Errorf("ReadRecord mismatch (-want +got):\n%s", diff)
 	}
 	// Overwrite: still one record, no temp files left.
-	want.PID = 99
+	want.PID, want.PGID = 99, 99
 	if err := d.WriteRecord(want); err != nil {
 		t.Fatal(err)
 	}
@@ -315,13 +316,25 @@ func TestRecordJSONFieldNames(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, key := range []string{`"version": 1`, `"name"`, `"pid"`, `"pgid"`, `"startTime"`, `"bootId"`, `"uid"`, `"cmdline"`, `"port"`, `"specHash"`, `"startedAt"`} {
+	for _, key := range []string{`"version": 2`, `"stateDir": {`, `"dev":`, `"ino":`, `"name"`, `"pid"`, `"pgid"`, `"startTime"`, `"bootId"`, `"uid"`, `"cmdline"`, `"port"`, `"specHash"`, `"startedAt"`} {
 		if !strings.Contains(string(b), key) {
 			t.Errorf("record JSON lacks %s:\n%s", key, b)
 		}
 	}
-	if strings.Contains(string(b), "pidfdInode") {
-		t.Errorf("pidfdInode should be omitted when 0:\n%s", b)
+	for _, key := range []string{"pidfdInode", "instance", "spawnCmdline", "cgroup"} {
+		if strings.Contains(string(b), key) {
+			t.Errorf("%s should be omitted when empty:\n%s", key, b)
+		}
+	}
+	r.Instance, r.Cgroup, r.SpawnCmdline = "0123456789abcdef0123456789abcdef", "/procfleet-"+d.ID()+"/api", []string{"y"}
+	if err := d.WriteRecord(r); err != nil {
+		t.Fatal(err)
+	}
+	b, _ = os.ReadFile(d.RecordPath("api"))
+	for _, key := range []string{`"instance": "0123456789abcdef0123456789abcdef"`, `"cgroup": "/procfleet-`, `"spawnCmdline": [`} {
+		if !strings.Contains(string(b), key) {
+			t.Errorf("record JSON lacks %s:\n%s", key, b)
+		}
 	}
 }
 
@@ -458,14 +471,14 @@ func TestRecordsReportsUntrusted(t *testing.T) {
 
 func TestReadRecordNewerVersionLeftInPlace(t *testing.T) {
 	d := newStateDir(t)
-	data := `{"version":2,"name":"api","pid":10}`
+	data := `{"version":3,"name":"api","pid":10}`
 	if err := os.WriteFile(d.RecordPath("api"), []byte(data), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	_, err := d.ReadRecord("api")
 	var ne *NewerRecordError
-	if !errors.As(err, &ne) || ne.Name != "api" || ne.Version != 2 || !strings.Contains(err.Error(), "newer procfleet (record version 2; this one reads up to 1)") {
-		t.Errorf("error = %v, want a *NewerRecordError naming api and version 2", err)
+	if !errors.As(err, &ne) || ne.Name != "api" || ne.Version != 3 || !strings.Contains(err.Error(), "newer procfleet (record version 3; this one reads up to 2)") {
+		t.Errorf("error = %v, want a *NewerRecordError naming api and version 3", err)
 	}
 	if b, _ := os.ReadFile(d.RecordPath("api")); string(b) != data {
 		t.Errorf("record changed: %q", b)

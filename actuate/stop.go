@@ -4,8 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
-	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -21,27 +21,48 @@ type StopOptions struct {
 	// Ready, when set, is asked about a listener still on the port after the
 	// stop, to tell whether it is (another copy of) the server.
 	Ready func(ctx context.Context) observe.ProbeResult
+	// Held is a pin the caller has kept open on the server's process since
+	// it spawned or adopted it (the reconciler keeps one). The kernel
+	// guarantees it is the same process whatever its command line or uid
+	// has become (an exec, a retitle, a privilege drop), so Stop signals it
+	// without judging it again; it still refuses init and procfleet
+	// itself. Held must pin rec.PID; Stop does not close it. For Cleanup it
+	// is the pin on the leader that has just exited: it lets Cleanup stop
+	// the rest of the leader's process group (see Cleanup).
+	Held *observe.Handle
 }
 
-// member is a pinned, verified process of a server's tree.
+func (o StopOptions) durations() (grace, killTimeout time.Duration) {
+	return durationOr(o.Grace, DefaultGrace), durationOr(o.KillTimeout, DefaultKillTimeout)
+}
+
+// member is a pinned, verified process of a server.
 type member struct {
 	h        *observe.Handle
 	id       observe.Identity
 	evidence string
+	// borrowed: h is the caller's (StopOptions.Held); it is not closed here.
+	borrowed bool
 }
 
-// target is one signal destination: a pinned process, or the process group
-// of a pinned, live leader.
+// target is one signal destination: a pinned process, the process group
+// of a pinned, live leader, or (SIGKILL only) every process of a server's
+// cgroup.
 type target struct {
-	name     string
-	h        *observe.Handle
-	group    bool // the process group of h (h leads it)
-	pgid     int
-	evidence string
+	name      string
+	h         *observe.Handle
+	group     bool // the process group of h (h leads it)
+	pgid      int
+	cgroup    string // the cgroup path, for cgroup.kill
+	cgroupDir string
+	evidence  string
 }
 
 func (t target) String() string {
-	if t.group {
+	switch {
+	case t.cgroup != "":
+		return "every process of cgroup " + t.cgroup
+	case t.group:
 		return fmt.Sprintf("process group %d", t.pgid)
 	}
 	return fmt.Sprintf("pid %d", t.h.PID())
@@ -49,14 +70,24 @@ func (t target) String() string {
 
 // send delivers sig. A group signal goes through the leader's pidfd on Linux
 // >= 6.9 (PIDFD_SIGNAL_PROCESS_GROUP), else killpg while the pinned leader
-// is alive (a process group id cannot be reused while its leader lives).
+// is alive (a process group id cannot be reused while its leader lives). A
+// cgroup gets SIGKILL by cgroup.kill, which also kills forks racing it.
 func (t target) send(sig syscall.Signal) (how string, err error) {
-	if t.group {
+	switch {
+	case t.cgroup != "":
+		if sig != syscall.SIGKILL {
+			return "", fmt.Errorf("cgroup.kill sends SIGKILL only, not %s", signalName(sig))
+		}
+		return "by cgroup.kill", killCgroup(t.cgroupDir)
+	case t.group:
 		return signalGroupOf(t.h, t.pgid, sig)
 	}
 	return "through its " + t.h.Mode().String() + " pin", t.h.Signal(sig)
 }
 
+// sendSignal sends sig to t and reports it as an event naming the evidence.
+// A target that has exited meanwhile is not an error (nothing was
+// signalled).
 func (a *Actuator) sendSignal(t target, sig syscall.Signal) error {
 	var how string
 	var err error
@@ -69,55 +100,70 @@ func (a *Actuator) sendSignal(t target, sig syscall.Signal) error {
 		if errors.Is(err, observe.ErrGone) || errors.Is(err, syscall.ESRCH) || errors.Is(err, os.ErrProcessDone) {
 			return nil // exited meanwhile: nothing was signalled
 		}
-		a.Log.Error(err, "signal failed", "server", t.name, "signal", signalName(sig), "target", t.String())
+		a.Log.Error(err, "Signal failed", "server", t.name, "signal", signalName(sig), "target", t.String())
 		return err
 	}
 	a.event(t.name, EventSignal, fmt.Sprintf("sent %s to %s %s; evidence: %s", signalName(sig), t, how, t.evidence))
 	return nil
 }
 
-// Stop stops the server of a record. It pins and verifies the process
-// (rules 1-6; a stale or reused record is removed and nothing is signalled;
-// a quarantine returns *QuarantineError and keeps the record), collects the
-// process tree (its group and its descendants, each pinned and checked),
-// sends SIGTERM to the group and to descendants that left it, waits on the
-// pins up to Grace, re-checks identities, sends SIGKILL likewise, waits up
-// to KillTimeout, and returns *QuarantineError Unkillable if anything is
-// still alive. A process that already exited is never signalled. It then
-// removes the record (an error that says the process stopped when that
-// fails), and waits up to 5 s for nothing to accept TCP on the port. Every
-// error other than *QuarantineError begins "stop server <name>: ", so
-// callers need not wrap it again.
+// Stop stops the server of a record.
+//
+// The server's process is pinned and verified (rules 1-6), or taken as it
+// is when the caller holds it (StopOptions.Held). A quarantine returns
+// *QuarantineError and keeps the record; nothing is signalled. When the
+// process has exited, or its pid was reused, what it left behind is
+// stopped as Cleanup does (without a held pin: its cgroup, or the
+// processes carrying its instance token) and the record is removed.
+//
+// With a cgroup (MembershipCgroup) every member is pinned and sent
+// SIGTERM, new members as they appear; after the grace period cgroup.kill
+// ends whatever is left, and stopped means the cgroup is empty; the empty
+// cgroup is removed. In the session mode SIGTERM goes to the group while
+// the pinned leader lives, and one by one to the pinned descendants that
+// left it and the processes carrying the instance token (one process-table
+// scan shared by every stop running at the same time); after the grace
+// period identities are re-read and SIGKILL follows likewise; once the
+// leader has exited, the rest of its group is found, pinned, checked and
+// signalled one by one. Anything alive after the kill timeout gives
+// *QuarantineError Unkillable ("failed to terminate even after SIGKILL",
+// with its state). A process that has already exited is never signalled;
+// every signal sent is an event naming the evidence that allowed it.
+//
+// It then removes the record (an error that says the process stopped when
+// that fails) and waits up to 5 s for nothing to accept TCP on the port.
+// Every error other than *QuarantineError begins "stop server <name>: ".
 func (a *Actuator) Stop(ctx context.Context, rec Record, opts StopOptions) error {
 	name := rec.Name
+	if rec.Intent() {
+		return a.stopIntent(ctx, rec, opts)
+	}
 	if q := refuseSelf(rec); q != nil {
 		a.event(name, EventQuarantined, q.Message)
 		return q
 	}
-	v := Verify(rec)
-	switch v.Verdict {
-	case VerdictStale, VerdictReused:
+	grace, killTimeout := opts.durations()
+	leader, gone, err := a.leaderOf(rec, opts.Held)
+	if err != nil {
+		return err
+	}
+	if leader == nil {
+		// No signal on the word of the record's pid: what the server left
+		// is found by its cgroup or its token.
+		if err := a.cleanup(ctx, rec, false, grace, killTimeout); err != nil {
+			return err
+		}
 		if err := a.Dir.RemoveRecord(name); err != nil {
 			return fmt.Errorf("stop server %s: %w", name, err)
 		}
-		a.event(name, EventRecordRemoved, "record removed, nothing signalled: "+v.Message)
+		a.event(name, EventRecordRemoved, "record removed, nothing signalled on its pid: "+gone)
 		return nil
-	case VerdictQuarantine:
-		q := &QuarantineError{Name: name, Reason: v.Reason, PID: rec.PID, PGID: rec.PGID,
-			State: v.Identity.State, Message: v.Message, Hint: ManualStopHint(rec)}
-		a.event(name, EventQuarantined, q.Error())
-		return q
 	}
-	leader := &member{h: v.Handle, id: v.Identity, evidence: v.Evidence}
-	defer v.Handle.Close()
-	if v.Handle.Mode() == observe.PinNone {
-		a.Log.Info("process not pinned: signals use its pid after a check", "server", name, "pid", rec.PID)
+	defer closeMembers([]*member{leader})
+	if leader.h.Mode() == observe.PinNone {
+		a.Log.Info("Process not pinned: signals use its pid after a check", "server", name, "pid", rec.PID)
 	}
-	members := a.collectTree(rec, leader)
-	defer closeTargets(members)
-	grace := durationOr(opts.Grace, DefaultGrace)
-	killTimeout := durationOr(opts.KillTimeout, DefaultKillTimeout)
-	if err := a.terminate(ctx, rec, append([]*member{leader}, members...), leader.evidence, grace, killTimeout); err != nil {
+	if err := a.terminateServer(ctx, rec, leader, grace, killTimeout); err != nil {
 		return err
 	}
 	if ch := a.ownChild(rec.PID); ch != nil {
@@ -145,6 +191,123 @@ func (a *Actuator) Stop(ctx context.Context, rec Record, opts StopOptions) error
 	return nil
 }
 
+// leaderOf returns the server's live process, pinned: the caller's held
+// pin, or one Verify proves owned. A nil member with a reason when it has
+// exited or its pid was reused; *QuarantineError when it cannot be proven.
+func (a *Actuator) leaderOf(rec Record, held *observe.Handle) (*member, string, error) {
+	if held != nil {
+		if held.PID() != rec.PID {
+			return nil, "", fmt.Errorf("stop server %s: the held pin is on pid %d, the record names pid %d", rec.Name, held.PID(), rec.PID)
+		}
+		id, err := held.Identity()
+		switch {
+		case errors.Is(err, observe.ErrGone) || errors.Is(err, observe.ErrUntrusted) || (err == nil && id.State.Exited()) || held.Exited():
+			return nil, fmt.Sprintf("pid %d (held) has exited", rec.PID), nil
+		case err != nil:
+			// The pin proves who it is; only the details are unknown.
+			id = observe.Identity{PID: rec.PID, PGID: rec.PGID, SID: rec.PID, StartTime: rec.StartTime, UID: rec.UID}
+		}
+		ev := fmt.Sprintf("pid %d, held: pinned by %s since procfleet spawned or adopted it (now runs %s as uid %d)",
+			rec.PID, held.Mode(), observe.FormatCmdline(id.Cmdline), id.UID)
+		return &member{h: held, id: id, evidence: ev, borrowed: true}, "", nil
+	}
+	v := Verify(rec)
+	switch v.Verdict {
+	case VerdictStale, VerdictReused:
+		return nil, v.Message, nil
+	case VerdictQuarantine:
+		q := &QuarantineError{Name: rec.Name, Reason: v.Reason, PID: rec.PID, PGID: rec.PGID,
+			State: v.Identity.State, Message: v.Message, Hint: ManualStopHint(rec)}
+		a.event(rec.Name, EventQuarantined, q.Error())
+		return nil, "", q
+	}
+	return &member{h: v.Handle, id: v.Identity, evidence: v.Evidence}, "", nil
+}
+
+// terminateServer stops a server whose leader lives and is pinned, with
+// every member of it: by its cgroup, or by its session.
+func (a *Actuator) terminateServer(ctx context.Context, rec Record, leader *member, grace, killTimeout time.Duration) error {
+	if rec.Cgroup != "" {
+		dir, err := cgroupDir(rec.Cgroup)
+		if err != nil {
+			return fmt.Errorf("stop server %s: find its cgroup %s: %w", rec.Name, rec.Cgroup, err)
+		}
+		if _, err := os.Stat(dir); err == nil {
+			return a.terminateCgroup(ctx, rec, dir, leader, grace, killTimeout)
+		}
+		a.Log.Info("The server's cgroup is gone: its session is stopped instead", "server", rec.Name, "cgroup", rec.Cgroup)
+	}
+	pinned := map[int]bool{rec.PID: true}
+	ms := []*member{leader}
+	ms = append(ms, a.collectTree(rec, leader, pinned)...)
+	ms = append(ms, a.sessionExtras(rec, pinned, false)...)
+	defer closeMembers(ms[1:])
+	return a.terminate(ctx, rec, ms, grace, killTimeout, true)
+}
+
+// Cleanup stops what is left of a server whose leader has exited (DESIGN.md
+// "Starting": nothing is left behind before a restart or a Stopped or
+// Failed report), as systemd stops the rest of a unit's cgroup when its
+// main process exits. rec is the server's record; opts.Held, when the
+// caller held the leader until its exit (the reconciler at the exit
+// event), allows stopping the rest of the leader's process group: while
+// members remain, the leader's pid number stays in use as their group id,
+// so it cannot name a stranger's group. Without it only what proves itself
+// is stopped: the cgroup's members, or the processes carrying the instance
+// token.
+//
+// With a cgroup it returns at once, after one read of cgroup.events, when
+// nothing is left; in the session mode "nothing left" takes one
+// process-table scan (shared by every cleanup and stop running at the same
+// time). What is left is stopped as Stop does (SIGTERM, the grace period,
+// SIGKILL or cgroup.kill, the kill timeout), each process pinned, checked
+// (in the cgroup, or carrying the token, or in the group; of procfleet's
+// uid unless procfleet runs as root), and every signal an event naming
+// its evidence. *QuarantineError Unkillable when something outlives it. It
+// neither reads nor removes the record; the empty cgroup is removed. Call
+// OOMEvidence first: the cgroup's memory.events goes with it.
+func (a *Actuator) Cleanup(ctx context.Context, rec Record, opts StopOptions) error {
+	if rec.Intent() {
+		return fmt.Errorf("clean up after server %s: an intent record has no leader (ResolveIntent)", rec.Name)
+	}
+	if opts.Held != nil && (opts.Held.PID() != rec.PID || !opts.Held.Exited()) {
+		return fmt.Errorf("clean up after server %s: the held pin (pid %d) is not the record's exited leader (pid %d): use Stop", rec.Name, opts.Held.PID(), rec.PID)
+	}
+	grace, killTimeout := opts.durations()
+	return a.cleanup(ctx, rec, opts.Held != nil, grace, killTimeout)
+}
+
+// cleanup stops what rec's server left after its leader exited. group says
+// the leader was held until its exit: the rest of its group may go too.
+func (a *Actuator) cleanup(ctx context.Context, rec Record, group bool, grace, killTimeout time.Duration) error {
+	if rec.Cgroup != "" {
+		dir, err := cgroupDir(rec.Cgroup)
+		if err != nil {
+			return fmt.Errorf("clean up after server %s: find its cgroup %s: %w", rec.Name, rec.Cgroup, err)
+		}
+		populated, err := observe.CgroupPopulated(dir)
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+			return nil
+		case err != nil:
+			return fmt.Errorf("clean up after server %s: %w", rec.Name, err)
+		case !populated:
+			return removeCgroup(dir)
+		}
+		return a.terminateCgroup(ctx, rec, dir, nil, grace, killTimeout)
+	}
+	if ch := a.ownChild(rec.PID); ch != nil {
+		// Our reaper is about to take the leader's zombie out of the group.
+		waitDone(ctx, ch.done, 100*time.Millisecond)
+	}
+	ms := a.sessionExtras(rec, map[int]bool{}, group && rec.PGID > 1)
+	if len(ms) == 0 {
+		return nil
+	}
+	defer closeMembers(ms)
+	return a.terminate(ctx, rec, ms, grace, killTimeout, group)
+}
+
 // refuseSelf refuses records that would make procfleet signal itself, its own
 // group, or init.
 func refuseSelf(rec Record) *QuarantineError {
@@ -158,21 +321,28 @@ func refuseSelf(rec Record) *QuarantineError {
 		Hint:    ManualStopHint(rec)}
 }
 
+// mayKill reports whether procfleet may signal a process of uid: its own
+// uid, or any as root. A process it may not signal is left alone and said
+// so, never guessed at.
+func mayKill(uid int) bool {
+	euid := os.Geteuid()
+	return euid == 0 || uid == euid
+}
+
 // collectTree lists the server's descendants (which finds a descendant that
 // left the group with setsid or setpgid, while its parent chain still leads
 // to the server), pins each and keeps those whose identity, read through the
 // pin, shows them in the group or below a process of the tree, and not older
 // than the server. Members of the group outside the tree are reached by the
 // group signal while the leader lives, and looked for (addStragglers) once
-// it has exited. leader may be nil when the server's process has exited.
-func (a *Actuator) collectTree(rec Record, leader *member) []*member {
-	seen := map[int]bool{rec.PID: true}
+// it has exited. pinned gains the pids kept.
+func (a *Actuator) collectTree(rec Record, leader *member, pinned map[int]bool) []*member {
 	pids, err := descendantsOf(rec.PID)
 	if errors.Is(err, errNoChildrenFiles) {
 		pids, err = observe.Descendants(rec.PID)
 	}
 	if err != nil {
-		a.Log.Error(err, "cannot list descendants", "server", rec.Name, "pid", rec.PID)
+		a.Log.Error(err, "Cannot list descendants", "server", rec.Name, "pid", rec.PID)
 	}
 	known := map[int]bool{rec.PID: true}
 	for _, p := range pids {
@@ -180,10 +350,9 @@ func (a *Actuator) collectTree(rec Record, leader *member) []*member {
 	}
 	var out []*member
 	for _, pid := range pids {
-		if seen[pid] || pid <= 1 || pid == os.Getpid() {
+		if pinned[pid] || pid <= 1 || pid == os.Getpid() {
 			continue
 		}
-		seen[pid] = true
 		h, err := observe.Pin(pid)
 		if err != nil {
 			continue
@@ -203,28 +372,88 @@ func (a *Actuator) collectTree(rec Record, leader *member) []*member {
 			_ = h.Close()
 			continue
 		}
-		ev := fmt.Sprintf("pid %d, start time %d, %s, pinned by %s", pid, id.StartTime, how, h.Mode())
-		if leader != nil {
-			ev += "; server " + leader.evidence
-		}
+		pinned[pid] = true
+		ev := fmt.Sprintf("pid %d, start time %d, %s, pinned by %s; server %s", pid, id.StartTime, how, h.Mode(), leader.evidence)
 		out = append(out, &member{h: h, id: id, evidence: ev})
 	}
 	return out
 }
 
-func closeTargets(ms []*member) {
+// sessionExtras pins, from one process-table scan shared with every stop
+// running at the same time, the processes of rec's server not pinned yet:
+// those whose environment carries its instance token (a double-forked
+// daemon that left the session) and, with group, the live members of its
+// process group (the leader held until its exit). Each is re-checked
+// through its pin: alive, not older than the server, of a uid procfleet
+// may signal, and still carrying the token or still in the group. pinned
+// gains the pids kept.
+func (a *Actuator) sessionExtras(rec Record, pinned map[int]bool, group bool) []*member {
+	if rec.Instance == "" && !group {
+		return nil
+	}
+	table, err := procs.processes(rec.StartTime)
+	if err != nil {
+		a.Log.Error(err, "Cannot scan the processes", "server", rec.Name)
+		return nil
+	}
+	self := os.Getpid()
+	var out []*member
+	for _, e := range table {
+		byToken := rec.Instance != "" && e.EnvFound && e.Env == rec.Instance
+		byGroup := group && rec.PGID > 1 && e.PGID == rec.PGID
+		if !byToken && !byGroup || pinned[e.PID] || e.PID <= 1 || e.PID == self {
+			continue
+		}
+		h, err := observe.Pin(e.PID)
+		if err != nil {
+			continue
+		}
+		id, err := h.Identity()
+		if err != nil || id.State.Exited() || (rec.StartTime != 0 && id.StartTime < rec.StartTime) {
+			_ = h.Close()
+			continue
+		}
+		if !mayKill(id.UID) {
+			a.Log.Info("Process of the server runs as a uid procfleet may not signal: left alone", "server", rec.Name, "pid", e.PID, "uid", id.UID)
+			_ = h.Close()
+			continue
+		}
+		var hows []string
+		if byGroup && id.PGID == rec.PGID {
+			hows = append(hows, fmt.Sprintf("member of process group %d, found after its leader pid %d exited", rec.PGID, rec.PID))
+		}
+		if byToken && tokenOf(h, rec.Instance) == TokenOurs {
+			hows = append(hows, "carries the instance token "+rec.Instance)
+		}
+		if len(hows) == 0 {
+			_ = h.Close()
+			continue
+		}
+		how := strings.Join(hows, ", ")
+		pinned[e.PID] = true
+		ev := fmt.Sprintf("pid %d, start time %d, %s (%s, uid %d), pinned by %s", e.PID, id.StartTime, how, observe.FormatCmdline(id.Cmdline), id.UID, h.Mode())
+		out = append(out, &member{h: h, id: id, evidence: ev})
+	}
+	return out
+}
+
+func closeMembers(ms []*member) {
 	for _, m := range ms {
-		_ = m.h.Close()
+		if !m.borrowed {
+			_ = m.h.Close()
+		}
 	}
 }
 
-// terminate runs the signal sequence over a server's pinned processes: the
-// first may be the leader (pid == rec.PID); the group is signalled as a
-// whole only while the leader is alive, else each pinned process is. Once
-// the leader has exited, group members outside the pinned tree are looked
-// for, pinned and handled too.
-func (a *Actuator) terminate(ctx context.Context, rec Record, ms []*member, leaderEvidence string, grace, killTimeout time.Duration) error {
-	ms = a.addStragglers(ctx, rec, ms)
+// terminate runs the signal sequence over a server's pinned processes in
+// the session mode: the first may be the leader (pid == rec.PID); the group
+// is signalled as a whole only while the leader is alive, else each pinned
+// process is. With group, once the leader has exited, group members outside
+// the pinned set are looked for, pinned and handled too.
+func (a *Actuator) terminate(ctx context.Context, rec Record, ms []*member, grace, killTimeout time.Duration, group bool) error {
+	extra := a.addStragglers(ctx, rec, ms, group)
+	defer closeMembers(extra)
+	ms = append(ms, extra...)
 	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGKILL} {
 		wait := grace
 		if sig == syscall.SIGKILL {
@@ -243,16 +472,21 @@ func (a *Actuator) terminate(ctx context.Context, rec Record, ms []*member, lead
 				return nil
 			}
 		}
-		a.signalMembers(rec, alive, leaderEvidence, sig)
+		if err := a.signalMembers(rec, alive, sig); err != nil {
+			return err
+		}
 		waitMembers(ctx, alive, deadline)
 		// The leader may have gone, leaving members it no longer reaches.
-		n := len(ms)
-		ms = a.addStragglers(ctx, rec, ms)
-		if extra := ms[n:]; len(extra) > 0 {
+		more := a.addStragglers(ctx, rec, ms, group)
+		if len(more) > 0 {
+			defer closeMembers(more)
+			ms = append(ms, more...)
 			if !sentToGroupOf(rec, alive) {
-				a.signalMembers(rec, extra, leaderEvidence, sig)
+				if err := a.signalMembers(rec, more, sig); err != nil {
+					return err
+				}
 			}
-			waitMembers(ctx, extra, deadline)
+			waitMembers(ctx, more, deadline)
 		}
 		if ctx.Err() != nil {
 			return fmt.Errorf("stop server %s: %w", rec.Name, ctx.Err())
@@ -262,6 +496,11 @@ func (a *Actuator) terminate(ctx context.Context, rec Record, ms []*member, lead
 	if len(alive) == 0 {
 		return nil
 	}
+	return a.unkillable(rec, alive)
+}
+
+// unkillable reports processes that outlived SIGKILL and the kill timeout.
+func (a *Actuator) unkillable(rec Record, alive []*member) error {
 	m := alive[0]
 	state := m.id.State
 	if id, err := observe.ReadIdentity(m.h.PID()); err == nil && id.StartTime == m.id.StartTime {
@@ -282,27 +521,33 @@ func (a *Actuator) terminate(ctx context.Context, rec Record, ms []*member, lead
 // live set held the leader, leading the group.
 func sentToGroupOf(rec Record, alive []*member) bool {
 	for _, m := range alive {
-		if m.h.PID() == rec.PID && rec.PGID == rec.PID && m.id.PGID == rec.PGID {
+		if leadsGroup(rec, m) {
 			return true
 		}
 	}
 	return false
 }
 
-// addStragglers looks, once the leader has exited, for live members of the
-// server's process group that are not pinned yet (a member whose parent
-// died, re-parented out of the tree). While the leader lives the group
-// signal reaches them, and an empty group (kill(-pgid, 0) fails with ESRCH)
-// needs no /proc scan, so the scan runs only when something may be left.
-func (a *Actuator) addStragglers(ctx context.Context, rec Record, ms []*member) []*member {
-	if rec.PGID <= 1 {
-		return ms
+// leadsGroup reports whether m is the record's leader, leading its group.
+func leadsGroup(rec Record, m *member) bool {
+	return m.h.PID() == rec.PID && rec.PGID == rec.PID && m.id.PGID == rec.PGID
+}
+
+// addStragglers looks, with group and once the leader has exited, for live
+// members of the server's process group that are not pinned yet (a member
+// whose parent died, re-parented out of the tree). While the leader lives
+// the group signal reaches them, and an empty group (kill(-pgid, 0) fails
+// with ESRCH) needs no scan, so the scan runs only when something may be
+// left.
+func (a *Actuator) addStragglers(ctx context.Context, rec Record, ms []*member, group bool) []*member {
+	if !group || rec.PGID <= 1 {
+		return nil
 	}
 	pinned := map[int]bool{}
 	for _, m := range ms {
 		pinned[m.h.PID()] = true
 		if m.h.PID() == rec.PID && !m.h.Exited() {
-			return ms // the leader lives: the group signal reaches them
+			return nil // the leader lives: the group signal reaches them
 		}
 	}
 	if ch := a.ownChild(rec.PID); ch != nil {
@@ -310,33 +555,9 @@ func (a *Actuator) addStragglers(ctx context.Context, rec Record, ms []*member) 
 		waitDone(ctx, ch.done, 100*time.Millisecond)
 	}
 	if !groupExists(rec.PGID) {
-		return ms
+		return nil
 	}
-	// One scan of the process table serves every stop waiting for one
-	// (a fleet stopping at once), each from after its leader exited.
-	pids, err := groups.members(rec.PGID)
-	if err != nil {
-		a.Log.Error(err, "cannot list process group", "server", rec.Name, "pgid", rec.PGID)
-		return ms
-	}
-	for _, pid := range pids {
-		if pinned[pid] || pid <= 1 || pid == os.Getpid() {
-			continue
-		}
-		h, err := observe.Pin(pid)
-		if err != nil {
-			continue
-		}
-		id, err := h.Identity()
-		if err != nil || id.State.Exited() || id.PGID != rec.PGID || (rec.StartTime != 0 && id.StartTime < rec.StartTime) {
-			_ = h.Close()
-			continue
-		}
-		ev := fmt.Sprintf("pid %d, start time %d, member of process group %d (found after its leader pid %d exited), pinned by %s",
-			pid, id.StartTime, rec.PGID, rec.PID, h.Mode())
-		ms = append(ms, &member{h: h, id: id, evidence: ev})
-	}
-	return ms
+	return a.sessionExtras(rec, pinned, true)
 }
 
 func liveMembers(ms []*member) []*member {
@@ -360,8 +581,10 @@ func (a *Actuator) reverify(ms []*member) []*member {
 			out = append(out, m)
 		case err == nil || errors.Is(err, observe.ErrGone) || errors.Is(err, observe.ErrUntrusted):
 			// exited, or (unpinned) another process now: not ours to signal
+		case m.borrowed:
+			out = append(out, m) // held: the pin proves it, /proc need not
 		default:
-			a.Log.Error(err, "cannot re-check identity before SIGKILL; not signalling it", "pid", m.h.PID())
+			a.Log.Error(err, "Cannot re-check identity before SIGKILL; not signalling it", "pid", m.h.PID())
 		}
 	}
 	return out
@@ -369,21 +592,35 @@ func (a *Actuator) reverify(ms []*member) []*member {
 
 // signalMembers sends sig to the group while its pinned leader lives, and to
 // each pinned process outside it (or to every pinned process once the leader
-// has gone).
-func (a *Actuator) signalMembers(rec Record, alive []*member, leaderEvidence string, sig syscall.Signal) {
+// has gone). A process the kernel does not let procfleet signal (another
+// uid, and procfleet is not root) fails the stop, naming it.
+func (a *Actuator) signalMembers(rec Record, alive []*member, sig syscall.Signal) error {
 	groupSent := false
+	var denied []string
+	note := func(m *member, err error) {
+		if errors.Is(err, syscall.EPERM) {
+			denied = append(denied, fmt.Sprintf("pid %d (uid %d)", m.h.PID(), m.id.UID))
+		}
+	}
 	for _, m := range alive {
-		if m.h.PID() == rec.PID && rec.PGID == rec.PID && m.id.PGID == rec.PGID {
-			t := target{name: rec.Name, h: m.h, group: true, pgid: rec.PGID, evidence: leaderEvidence + ", group led by the pinned pid"}
-			groupSent = a.sendSignal(t, sig) == nil
+		if leadsGroup(rec, m) {
+			t := target{name: rec.Name, h: m.h, group: true, pgid: rec.PGID, evidence: m.evidence + ", group led by the pinned pid"}
+			err := a.sendSignal(t, sig)
+			groupSent = err == nil
+			note(m, err)
 		}
 	}
 	for _, m := range alive {
 		if groupSent && m.id.PGID == rec.PGID {
 			continue // the group signal reached it
 		}
-		_ = a.sendSignal(target{name: rec.Name, h: m.h, evidence: m.evidence}, sig)
+		note(m, a.sendSignal(target{name: rec.Name, h: m.h, evidence: m.evidence}, sig))
 	}
+	if len(denied) > 0 {
+		return fmt.Errorf("stop server %s: the kernel does not let procfleet (uid %d) signal %s: %w; run procfleet as that user or as root",
+			rec.Name, os.Geteuid(), strings.Join(denied, ", "), syscall.EPERM)
+	}
+	return nil
 }
 
 // waitMembers waits on the pins until all exited or the deadline passed.
@@ -397,49 +634,123 @@ func waitMembers(ctx context.Context, ms []*member, deadline time.Time) {
 	}
 }
 
-// portHolderInfo describes who listens on a port.
-type portHolderInfo struct {
-	pids []int
-	desc string
-}
-
-// portHolder reports whether something holds port, and who when visible.
-func portHolder(ctx context.Context, port int) (portHolderInfo, bool) {
-	ls, err := observe.Listeners(port)
-	if err == nil && len(ls) > 0 {
-		var info portHolderInfo
-		var parts []string
-		for _, l := range ls {
-			switch {
-			case len(l.PIDs) > 0:
-				info.pids = append(info.pids, l.PIDs...)
-				parts = append(parts, fmt.Sprintf("pid %d %s on %s", l.PIDs[0], quoteArgv(l.Cmdline), l.Addr))
-			case !l.OwnerVisible:
-				parts = append(parts, fmt.Sprintf("a process of uid %d not visible to this user, on %s", l.UID, l.Addr))
-			default:
-				parts = append(parts, fmt.Sprintf("a listener with no visible holder on %s", l.Addr))
+// terminateCgroup stops every process of the server's cgroup at dir: each
+// member pinned (checked to be in the cgroup through its pin) and sent
+// SIGTERM, members that appear meanwhile too, until the cgroup is empty or
+// the grace period ends; then cgroup.kill, and a wait of up to killTimeout
+// for cgroup.events to say it is empty; then the empty cgroup is removed.
+// leader, when set, is the pinned leader (its pin is not closed here).
+func (a *Actuator) terminateCgroup(ctx context.Context, rec Record, dir string, leader *member, grace, killTimeout time.Duration) error {
+	pinned := map[int]*member{}
+	var ms []*member
+	if leader != nil {
+		pinned[rec.PID] = leader
+		ms = append(ms, leader)
+	}
+	var opened []*member
+	defer func() { closeMembers(opened) }()
+	// join pins the cgroup's members not pinned yet.
+	join := func() (fresh []*member, listed int, err error) {
+		pids, err := observe.CgroupProcs(dir)
+		if err != nil {
+			if errors.Is(err, fs.ErrNotExist) {
+				return nil, 0, nil
+			}
+			return nil, 0, err
+		}
+		for _, pid := range pids {
+			if pinned[pid] != nil || pid <= 1 || pid == os.Getpid() {
+				continue
+			}
+			h, err := observe.Pin(pid)
+			if err != nil {
+				continue // exited meanwhile
+			}
+			id, err := h.Identity()
+			cg, cerr := h.Cgroup()
+			if err != nil || cerr != nil || id.State.Exited() || !inCgroup(cg, rec.Cgroup) {
+				_ = h.Close()
+				continue
+			}
+			m := &member{h: h, id: id, evidence: fmt.Sprintf("pid %d, start time %d, in cgroup %s, which procfleet made for this server and which no process leaves by itself (%s, uid %d), pinned by %s",
+				pid, id.StartTime, rec.Cgroup, observe.FormatCmdline(id.Cmdline), id.UID, h.Mode())}
+			pinned[pid] = m
+			opened = append(opened, m)
+			fresh = append(fresh, m)
+		}
+		return fresh, len(pids), nil
+	}
+	fresh, _, err := join()
+	if err != nil {
+		return fmt.Errorf("stop server %s: %w", rec.Name, err)
+	}
+	ms = append(ms, fresh...)
+	deadline := time.Now().Add(grace)
+	toSignal := liveMembers(ms)
+	for {
+		for _, m := range toSignal {
+			if err := a.sendSignal(target{name: rec.Name, h: m.h, evidence: m.evidence}, syscall.SIGTERM); errors.Is(err, syscall.EPERM) {
+				return fmt.Errorf("stop server %s: the kernel does not let procfleet (uid %d) signal pid %d (uid %d): %w", rec.Name, os.Geteuid(), m.h.PID(), m.id.UID, err)
 			}
 		}
-		slices.Sort(info.pids)
-		info.pids = slices.Compact(info.pids)
-		info.desc = strings.Join(slices.Compact(parts), "; ")
-		return info, true
+		waitMembers(ctx, liveMembers(ms), deadline)
+		if ctx.Err() != nil {
+			return fmt.Errorf("stop server %s: %w", rec.Name, ctx.Err())
+		}
+		fresh, listed, err := join()
+		if err != nil {
+			return fmt.Errorf("stop server %s: %w", rec.Name, err)
+		}
+		ms = append(ms, fresh...)
+		if listed == 0 || !time.Now().Before(deadline) {
+			break
+		}
+		if len(fresh) == 0 {
+			// Every pinned member has exited but the cgroup still lists
+			// some (they leave it as they finish exiting): wait for it to
+			// empty, up to the grace period; a process that appears
+			// meanwhile gets cgroup.kill.
+			wctx, cancel := context.WithDeadline(ctx, deadline)
+			_ = observe.WaitCgroupEmpty(wctx, dir)
+			cancel()
+			break
+		}
+		toSignal = fresh
 	}
-	if observe.PortAccepting(ctx, port) {
-		return portHolderInfo{desc: "a listener whose holder cannot be seen"}, true
+	if populated, err := observe.CgroupPopulated(dir); err == nil && populated {
+		ev := fmt.Sprintf("cgroup %s, which procfleet made for this server and which no process leaves by itself", rec.Cgroup)
+		if leader != nil {
+			ev += "; server " + leader.evidence
+		}
+		if err := a.sendSignal(target{name: rec.Name, cgroup: rec.Cgroup, cgroupDir: dir, evidence: ev}, syscall.SIGKILL); err != nil {
+			return fmt.Errorf("stop server %s: cgroup.kill of %s: %w", rec.Name, rec.Cgroup, err)
+		}
+		wctx, cancel := context.WithTimeout(ctx, killTimeout)
+		werr := observe.WaitCgroupEmpty(wctx, dir)
+		cancel()
+		if werr != nil {
+			if ctx.Err() != nil {
+				return fmt.Errorf("stop server %s: %w", rec.Name, ctx.Err())
+			}
+			_, _, _ = join()
+			var alive []*member
+			if pids, err := observe.CgroupProcs(dir); err == nil {
+				for _, pid := range pids {
+					if m := pinned[pid]; m != nil {
+						alive = append(alive, m)
+					}
+				}
+			}
+			if len(alive) == 0 {
+				return fmt.Errorf("stop server %s: cgroup %s is not empty %s after cgroup.kill: %w", rec.Name, rec.Cgroup, formatSeconds(killTimeout), werr)
+			}
+			return a.unkillable(rec, alive)
+		}
 	}
-	return portHolderInfo{}, false
-}
-
-// portFree reports whether nothing accepts TCP on port: no connect to
-// loopback succeeds, and the kernel's socket tables show no listener on it
-// (a connect that merely timed out on a loaded machine proves nothing).
-func portFree(ctx context.Context, port int) bool {
-	if observe.PortAccepting(ctx, port) {
-		return false
+	if err := removeCgroup(dir); err != nil {
+		a.Log.Error(err, "Cannot remove the server's empty cgroup", "server", rec.Name)
 	}
-	ls, err := observe.Listeners(port)
-	return err != nil || len(ls) == 0
+	return nil
 }
 
 // waitPortFree waits until nothing accepts TCP on port, up to
@@ -459,8 +770,8 @@ func (a *Actuator) waitPortFree(ctx context.Context, name string, port int, read
 			return fmt.Errorf("stop server %s: wait for port %d: %w", name, port, ctx.Err())
 		case <-deadline.C:
 			msg := fmt.Sprintf("port %d still accepts connections %s after the server stopped", port, formatSeconds(PortReleaseTimeout))
-			if h, busy := portHolder(ctx, port); busy {
-				msg += "; held by " + h.desc
+			if h := observe.HolderOf(ctx, port); h != nil {
+				msg += "; held by " + h.String()
 			}
 			if ready != nil {
 				res := ready(ctx)
@@ -473,4 +784,15 @@ func (a *Actuator) waitPortFree(ctx context.Context, name string, port int, read
 			return fmt.Errorf("stop server %s: %s", name, msg)
 		}
 	}
+}
+
+// portFree reports whether nothing accepts TCP on port: no connect to
+// loopback succeeds, and the kernel's socket tables show no listener on it
+// (a connect that merely timed out on a loaded machine proves nothing).
+func portFree(ctx context.Context, port int) bool {
+	if observe.PortAccepting(ctx, port) {
+		return false
+	}
+	ls, err := observe.Listeners(port)
+	return err != nil || len(ls) == 0
 }

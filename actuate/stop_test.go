@@ -399,7 +399,7 @@ func TestStopPinnedProcessExitsBeforeSignal(t *testing.T) {
 	sc.install(a)
 	leader := &member{h: v.Handle, id: v.Identity, evidence: v.Evidence}
 	// An hour of grace: returning at all shows no wait was sat out.
-	if err := a.terminate(ctx, rec, []*member{leader}, v.Evidence, time.Hour, time.Hour); err != nil {
+	if err := a.terminate(ctx, rec, []*member{leader}, time.Hour, time.Hour, true); err != nil {
 		t.Fatal(err)
 	}
 	if got := sc.list(); len(got) != 0 {
@@ -459,53 +459,60 @@ func TestStopEscalatesToSIGKILL(t *testing.T) {
 // (a stopped process still dies; D state needs a hung device): this test
 // simulates it by swallowing SIGKILL in the signal seam.
 func TestStopUnkillable(t *testing.T) {
-	a, _ := newActuator(t)
-	ctx := testCtx(t)
-	r, err := a.Start(ctx, withReadyFile(t, serverReq("api", 0, "-ignore-term")))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Handle.Close()
-	killPinned(t, r.Record.PID)
-	sc := signalCounter{drop: syscall.SIGKILL}
-	sc.install(a)
-	err = a.Stop(ctx, r.Record, StopOptions{Grace: 100 * time.Millisecond, KillTimeout: 100 * time.Millisecond})
-	var q *QuarantineError
-	if !errors.As(err, &q) || q.Reason != Unkillable {
-		t.Fatalf("Stop = %v, want *QuarantineError Unkillable", err)
-	}
-	if !strings.Contains(q.Message, "failed to terminate even after SIGKILL") || q.State != observe.StateSleeping {
-		t.Errorf("quarantine %q state %v, want the message and state sleeping", q.Message, q.State)
-	}
-	if q.PID != r.Record.PID || !strings.Contains(err.Error(), "sleeping") {
-		t.Errorf("error %q should name pid %d and its state", err, r.Record.PID)
-	}
-	if _, err := a.Dir.ReadRecord("api"); err != nil {
-		t.Errorf("record of an unkillable server should be kept: %v", err)
-	}
-	if got := sc.list(); len(got) != 2 {
-		t.Errorf("signals %v, want SIGTERM and the swallowed SIGKILL", got)
-	}
-	// With the real signal path it goes.
-	a.signal = nil
-	if err := a.Stop(ctx, r.Record, StopOptions{Grace: 100 * time.Millisecond}); err != nil {
-		t.Fatal(err)
-	}
-	assertGone(t, r.Handle)
+	forModes(t, func(t *testing.T, mode MembershipMode) {
+		a, _ := newActuator(t)
+		ctx := testCtx(t)
+		r, err := a.Start(ctx, withReadyFile(t, serverReq("api", 0, "-ignore-term")))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer r.Handle.Close()
+		killPinned(t, r.Record.PID)
+		sc := signalCounter{drop: syscall.SIGKILL}
+		sc.install(a)
+		err = a.Stop(ctx, r.Record, StopOptions{Grace: 100 * time.Millisecond, KillTimeout: 100 * time.Millisecond})
+		var q *QuarantineError
+		if !errors.As(err, &q) || q.Reason != Unkillable {
+			t.Fatalf("Stop = %v, want *QuarantineError Unkillable", err)
+		}
+		if !strings.Contains(q.Message, "failed to terminate even after SIGKILL") || q.State != observe.StateSleeping {
+			t.Errorf("quarantine %q state %v, want the message and state sleeping", q.Message, q.State)
+		}
+		if q.PID != r.Record.PID || !strings.Contains(err.Error(), "sleeping") {
+			t.Errorf("error %q should name pid %d and its state", err, r.Record.PID)
+		}
+		if _, err := a.Dir.ReadRecord("api"); err != nil {
+			t.Errorf("record of an unkillable server should be kept: %v", err)
+		}
+		got := sc.list()
+		wantKill := "SIGKILL process group " + itoa(r.Record.PID)
+		if mode == MembershipCgroup {
+			wantKill = "SIGKILL every process of cgroup " + r.Record.Cgroup
+		}
+		if len(got) != 2 || !strings.HasPrefix(got[0], "SIGTERM") || got[1] != wantKill {
+			t.Errorf("signals %v, want SIGTERM and the swallowed %q", got, wantKill)
+		}
+		// With the real signal path it goes.
+		a.signal = nil
+		if err := a.Stop(ctx, r.Record, StopOptions{Grace: 100 * time.Millisecond}); err != nil {
+			t.Fatal(err)
+		}
+		assertGone(t, r.Handle)
+	})
 }
 
 // A grandchild in the server's group dies with it.
 func TestStopGrandchildInGroup(t *testing.T) {
-	testStopGrandchild(t, false)
+	forModes(t, func(t *testing.T, mode MembershipMode) { testStopGrandchild(t, mode, false) })
 }
 
 // A grandchild that left the group (setsid) is found by its parent chain at
 // the time of the stop, pinned and signalled on its own: it dies too.
 func TestStopGrandchildLeftGroup(t *testing.T) {
-	testStopGrandchild(t, true)
+	forModes(t, func(t *testing.T, mode MembershipMode) { testStopGrandchild(t, mode, true) })
 }
 
-func testStopGrandchild(t *testing.T, setsid bool) {
+func testStopGrandchild(t *testing.T, mode MembershipMode, setsid bool) {
 	a, ev := newActuator(t)
 	ctx := testCtx(t)
 	dir := t.TempDir()
@@ -557,11 +564,18 @@ func testStopGrandchild(t *testing.T, setsid bool) {
 		}
 	}
 	sent := ev.with(EventSignal)
-	if setsid {
+	switch {
+	case mode == MembershipCgroup:
+		// Every member of the cgroup, one by one through its pin.
+		all := strings.Join(sent, "\n")
+		if len(sent) != 2 || !strings.Contains(all, "to pid "+itoa(gcPID)) || !strings.Contains(all, "in cgroup "+r.Record.Cgroup) {
+			t.Errorf("signal events %v, want the server and the grandchild as members of %s", sent, r.Record.Cgroup)
+		}
+	case setsid:
 		if len(sent) != 2 || !strings.Contains(strings.Join(sent, "\n"), "pid "+itoa(gcPID)) {
 			t.Errorf("signal events %v, want the group and the escaped grandchild", sent)
 		}
-	} else if len(sent) != 1 || !strings.Contains(sent[0], "process group") {
+	case len(sent) != 1 || !strings.Contains(sent[0], "process group"):
 		t.Errorf("signal events %v, want one to the group", sent)
 	}
 }
@@ -631,38 +645,44 @@ func TestStopRefusesSelf(t *testing.T) {
 // died), so it is found as a member of the group, pinned and stopped before
 // the error is returned.
 func TestFailedStartStopsOrphanedGroupMember(t *testing.T) {
-	a, ev := newActuator(t)
-	ctx := testCtx(t)
-	dir := t.TempDir()
-	gcFile := filepath.Join(dir, "grandchild")
-	port := testserver.FreePort(t)
-	// Never listens on the port; exits with code 3 a little later.
-	req := serverReq("api", port, "-grandchild", gcFile, "-exit-after", "1500ms", "-exit-code", "3")
-	r, err := a.Spawn(ctx, req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	killPinned(t, r.Record.PID)
-	gcPID, err := strconv.Atoi(waitForFile(t, gcFile, r.Done()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	gc := killPinned(t, gcPID)
-	err = a.WaitReady(ctx, req, r)
-	var se *StartError
-	if !errors.As(err, &se) || se.ExitCode != 3 {
-		t.Fatalf("WaitReady = %v, want *StartError exit code 3", err)
-	}
-	if !gc.Exited() {
-		t.Errorf("orphaned group member %d still alive after the failed start", gcPID)
-	}
-	found := false
-	for _, e := range ev.with(EventSignal) {
-		if strings.Contains(e, "pid "+itoa(gcPID)) && strings.Contains(e, "found after its leader") {
-			found = true
+	forModes(t, func(t *testing.T, mode MembershipMode) {
+		a, ev := newActuator(t)
+		ctx := testCtx(t)
+		dir := t.TempDir()
+		gcFile := filepath.Join(dir, "grandchild")
+		port := testserver.FreePort(t)
+		// Never listens on the port; exits with code 3 a little later.
+		req := serverReq("api", port, "-grandchild", gcFile, "-exit-after", "1500ms", "-exit-code", "3")
+		r, err := a.Spawn(ctx, req)
+		if err != nil {
+			t.Fatal(err)
 		}
-	}
-	if !found {
-		t.Errorf("no signal event for the orphaned group member %d: %v", gcPID, ev.all)
-	}
+		killPinned(t, r.Record.PID)
+		gcPID, err := strconv.Atoi(waitForFile(t, gcFile, r.Done()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		gc := killPinned(t, gcPID)
+		err = a.WaitReady(ctx, req, r)
+		var se *StartError
+		if !errors.As(err, &se) || se.ExitCode != 3 || se.Reason != ReasonFailed {
+			t.Fatalf("WaitReady = %v, want *StartError Failed, exit code 3", err)
+		}
+		if !gc.Exited() {
+			t.Errorf("orphaned group member %d still alive after the failed start", gcPID)
+		}
+		want := "found after its leader"
+		if mode == MembershipCgroup {
+			want = "in cgroup " + r.Record.Cgroup
+		}
+		found := false
+		for _, e := range ev.with(EventSignal) {
+			if strings.Contains(e, "pid "+itoa(gcPID)) && strings.Contains(e, want) {
+				found = true
+			}
+		}
+		if !found {
+			t.Errorf("no signal event for the orphaned group member %d naming %q: %v", gcPID, want, ev.all)
+		}
+	})
 }

@@ -12,3 +12,6 @@ const noFollow = 0
 const nonBlock = 0
 
 func isSymlinkLoop(error) bool { return false }
+
+// fileID cannot tell the device and inode on this platform.
+func fileID(fs.FileInfo) (FolderID, bool) { return FolderID{}, false }

@@ -17,6 +17,15 @@ func fileOwner(fi fs.FileInfo) (int, bool) {
 	return int(st.Uid), true
 }
 
+// fileID returns the device and inode of a file from its stat data.
+func fileID(fi fs.FileInfo) (FolderID, bool) {
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return FolderID{}, false
+	}
+	return FolderID{Dev: uint64(st.Dev), Ino: st.Ino}, true
+}
+
 // noFollow is added to the open flags of records: a symlinked record is
 // refused (ELOOP) instead of followed.
 const noFollow = syscall.O_NOFOLLOW
