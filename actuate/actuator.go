@@ -87,10 +87,10 @@ type Actuator struct {
 	mu       sync.Mutex
 	children map[int]*child // our own unreaped children, by pid
 
-	// cgMu serializes making a server's cgroup (Spawn) with the reaper's
-	// removal of an exited child's empty one, so that a reaper never
-	// removes the fresh cgroup of the next spawn of the same name.
-	cgMu sync.Mutex
+	// cgLocks serialize, per server name, making its cgroup (Spawn) with
+	// the reaper's removal of an exited child's empty one, so that a reaper
+	// never removes the fresh cgroup of the next spawn of the same name.
+	cgLocks map[string]*sync.Mutex
 }
 
 // StartRequest is what Spawn and Start need to start one server.
@@ -277,9 +277,10 @@ func (a *Actuator) Spawn(ctx context.Context, req StartRequest) (*Running, error
 	}
 
 	token := newToken()
-	a.cgMu.Lock()
+	cgLock := a.cgroupLock(req.Name)
+	cgLock.Lock()
 	sc, why, err := a.Dir.makeServerCgroup(req.Name)
-	a.cgMu.Unlock()
+	cgLock.Unlock()
 	if err != nil {
 		closeFiles()
 		a.event(req.Name, EventStartFailed, err.Error())
@@ -335,7 +336,7 @@ func (a *Actuator) Spawn(ctx context.Context, req StartRequest) (*Running, error
 	// Nothing reaps the child before the pins below: its pid cannot be
 	// reused, so the pins hold this very process.
 	h, pinErr := observe.Pin(pid)
-	ch := a.reap(cmd, sc)
+	ch := a.reap(cmd, sc, cgLock)
 	r := &Running{Handle: h, child: ch, logOffset: offset}
 	abort := func(msg string, err error) error {
 		a.killOwnChild(ctx, req.Name, h, cmd.Process, ch, sc)
@@ -420,7 +421,7 @@ func spawnIdentity(ctx context.Context, h *observe.Handle) (observe.Identity, er
 // reaper reads its out-of-memory count into the status and removes it, so
 // that a server's crash leaves no empty cgroup; one that still holds
 // processes is Cleanup's.
-func (a *Actuator) reap(cmd *exec.Cmd, sc *serverCgroup) *child {
+func (a *Actuator) reap(cmd *exec.Cmd, sc *serverCgroup, cgLock *sync.Mutex) *child {
 	ch := &child{pid: cmd.Process.Pid, done: make(chan struct{})}
 	var cgIno uint64
 	if sc != nil {
@@ -449,7 +450,9 @@ func (a *Actuator) reap(cmd *exec.Cmd, sc *serverCgroup) *child {
 		werr := cmd.Wait()
 		ch.status = exitStatusOf(cmd.ProcessState, werr)
 		if sc != nil && cgIno != 0 {
-			ch.status.OOM = a.dropExitedCgroup(sc, cgIno, ch.status)
+			cgLock.Lock()
+			ch.status.OOM = dropExitedCgroup(sc, cgIno, ch.status)
+			cgLock.Unlock()
 		}
 		a.mu.Lock()
 		delete(a.children, ch.pid)
@@ -458,12 +461,26 @@ func (a *Actuator) reap(cmd *exec.Cmd, sc *serverCgroup) *child {
 	return ch
 }
 
+// cgroupLock returns the lock of server name's cgroup.
+func (a *Actuator) cgroupLock(name string) *sync.Mutex {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.cgLocks == nil {
+		a.cgLocks = make(map[string]*sync.Mutex)
+	}
+	l := a.cgLocks[name]
+	if l == nil {
+		l = new(sync.Mutex)
+		a.cgLocks[name] = l
+	}
+	return l
+}
+
 // dropExitedCgroup removes the cgroup of an exited child when it is still
-// the one made for it (same inode) and empty. It returns the cgroup's
-// out-of-memory evidence for a child killed by SIGKILL ("" for none).
-func (a *Actuator) dropExitedCgroup(sc *serverCgroup, ino uint64, st ExitStatus) (oom string) {
-	a.cgMu.Lock()
-	defer a.cgMu.Unlock()
+// the one made for it (same inode) and empty, with the name's cgroup lock
+// held. It returns the cgroup's out-of-memory evidence for a child killed
+// by SIGKILL ("" for none).
+func dropExitedCgroup(sc *serverCgroup, ino uint64, st ExitStatus) (oom string) {
 	fi, err := os.Stat(sc.dir)
 	if err != nil {
 		return ""

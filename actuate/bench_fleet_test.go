@@ -13,12 +13,22 @@ import (
 )
 
 // BenchmarkStopFleet stops n servers at once (each a sleep that ends on
-// SIGTERM, no port), the way down stops a fleet; the starts are not timed.
+// SIGTERM, no port), the way down stops a fleet, in each membership mode;
+// the starts are not timed.
 // It reports the stop of the whole fleet (stop-ms/fleet);
 // BenchmarkStopFloor is the floor to compare it with.
 func BenchmarkStopFleet(b *testing.B) {
-	for _, n := range []int{100, 1000} {
-		b.Run(fmt.Sprintf("n=%d", n), func(b *testing.B) { benchStopFleet(b, n) })
+	for _, mode := range []MembershipMode{MembershipCgroup, MembershipSession} {
+		for _, n := range []int{100, 1000} {
+			b.Run(fmt.Sprintf("%s/n=%d", mode, n), func(b *testing.B) {
+				if mode == MembershipSession {
+					b.Setenv(CgroupEnv, "off")
+				} else if m := (&StateDir{Path: b.TempDir()}).Membership(); m.Mode != MembershipCgroup {
+					b.Skip(m.Why)
+				}
+				benchStopFleet(b, n)
+			})
+		}
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"strconv"
 	"testing"
 	"time"
 
@@ -22,6 +23,10 @@ type spawnerRequest struct {
 	Argv []string `json:"argv"`
 	Env  []string `json:"env"`
 	Port int      `json:"port"`
+	// PauseFile, when set, makes the spawner stop between the spawn and
+	// the full record (testHookAfterSpawn): it writes the server's pid
+	// there and waits to be killed, standing for a crash in that window.
+	PauseFile string `json:"pauseFile,omitempty"`
 }
 
 func TestMain(m *testing.M) {
@@ -47,6 +52,13 @@ func runSpawner(v string) int {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	os.Unsetenv(spawnerEnv)
+	if req.PauseFile != "" {
+		testHookAfterSpawn = func(pid int) {
+			_ = os.WriteFile(req.PauseFile, []byte(strconv.Itoa(pid)+"\n"), 0o600)
+			<-ctx.Done() // the test kills this process first
+			os.Exit(3)
+		}
+	}
 	r, err := a.Start(ctx, StartRequest{Name: req.Name, Argv: req.Argv, Env: req.Env, Port: req.Port, StartupTimeout: 30 * time.Second})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "spawner:", err)

@@ -7,12 +7,17 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"sync"
 	"syscall"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/procfleet/procfleet/observe"
 )
+
+// cgroup2 is the unified hierarchy and procfleet's place in it, read once:
+// neither moves while procfleet runs (it does not move itself).
+var cgroup2 = sync.OnceValues(observe.FindCgroup2)
 
 // Membership says which mode a spawn in this state folder would use now,
 // and why: cgroups where the unified hierarchy is mounted and procfleet
@@ -23,7 +28,7 @@ func (d *StateDir) Membership() Membership {
 	if cgroupsOff() {
 		return Membership{Mode: MembershipSession, Why: CgroupEnv + "=off"}
 	}
-	cg, err := observe.FindCgroup2()
+	cg, err := cgroup2()
 	if err != nil {
 		return Membership{Mode: MembershipSession, Why: err.Error()}
 	}
@@ -67,7 +72,7 @@ func (d *StateDir) makeServerCgroup(name string) (sc *serverCgroup, why string, 
 	if cgroupsOff() {
 		return nil, CgroupEnv + "=off", nil
 	}
-	cg, err := observe.FindCgroup2()
+	cg, err := cgroup2()
 	if err != nil {
 		return nil, err.Error(), nil
 	}
@@ -115,7 +120,7 @@ func (d *StateDir) makeServerCgroup(name string) (sc *serverCgroup, why string, 
 
 // cgroupDir is the folder of a record's cgroup.
 func cgroupDir(cgpath string) (string, error) {
-	cg, err := observe.FindCgroup2()
+	cg, err := cgroup2()
 	if err != nil {
 		return "", err
 	}
@@ -151,7 +156,7 @@ func intoCgroup(attr *syscall.SysProcAttr, f *os.File) {
 // watched them), and the folder cgroup when it is left empty. A cgroup that
 // holds processes is left alone: rmdir refuses it.
 func (d *StateDir) sweepCgroups() {
-	cg, err := observe.FindCgroup2()
+	cg, err := cgroup2()
 	if err != nil {
 		return
 	}

@@ -38,6 +38,11 @@ type StateDir struct {
 	// id is the folder's device and inode when it was opened; zero for a
 	// StateDir made as a literal, whose id is read at each use.
 	id FolderID
+	// held is the folder, kept open so that its inode cannot be reused
+	// while this StateDir lives (a folder deleted and made again at once
+	// often gets the freed inode back): Check compares the path with it.
+	// The garbage collector closes it with the StateDir.
+	held *os.File
 }
 
 // OpenStateDir creates the state folder if needed (mode 0700, with servers/,
@@ -74,7 +79,7 @@ func OpenStateDir(path string) (*StateDir, error) {
 		}
 	}
 	d := &StateDir{Path: abs}
-	if d.id, err = statFolderID(abs); err != nil {
+	if err := d.hold(); err != nil {
 		return nil, fmt.Errorf("open state folder %s: %w", abs, err)
 	}
 	d.sweepTemps(time.Now())
@@ -108,10 +113,31 @@ func InspectStateDir(path string) (*StateDir, error) {
 		}
 	}
 	d := &StateDir{Path: abs}
-	if d.id, err = statFolderID(abs); err != nil {
+	if err := d.hold(); err != nil {
 		return nil, fmt.Errorf("inspect state folder %s: %w", abs, err)
 	}
 	return d, nil
+}
+
+// hold opens the folder and keeps it open, and reads its id from the
+// descriptor.
+func (d *StateDir) hold() error {
+	f, err := os.Open(d.Path)
+	if err != nil {
+		return err
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		_ = f.Close()
+		return err
+	}
+	id, ok := fileID(fi)
+	if !ok || !fi.IsDir() {
+		_ = f.Close()
+		return fmt.Errorf("%s: not a folder with a device and inode", d.Path)
+	}
+	d.id, d.held = id, f
+	return nil
 }
 
 // folderID is the folder's device and inode as opened.
@@ -134,11 +160,12 @@ func (d *StateDir) ID() string {
 }
 
 // Check reports whether Path still names the folder that was opened: a
-// stat and a comparison of device and inode, cheap enough for every
-// resync. A folder deleted or replaced under a running up gives
+// stat of the path compared with the folder held open since (device and
+// inode, and that the held one still has a name), cheap enough for every
+// resync. A folder deleted, or replaced by another at the same path, gives
 // *StateDirChangedError; up then stops acting on it.
 func (d *StateDir) Check() error {
-	if d.id == (FolderID{}) {
+	if d.held == nil {
 		return fmt.Errorf("check state folder %s: not opened with OpenStateDir or InspectStateDir", d.Path)
 	}
 	now, err := statFolderID(d.Path)
@@ -147,6 +174,9 @@ func (d *StateDir) Check() error {
 	}
 	if now != d.id {
 		return &StateDirChangedError{Path: d.Path, Was: d.id, Now: now}
+	}
+	if fi, err := d.held.Stat(); err == nil && linkCount(fi) == 0 {
+		return &StateDirChangedError{Path: d.Path, Was: d.id, Err: fs.ErrNotExist}
 	}
 	return nil
 }

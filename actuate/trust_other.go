@@ -15,3 +15,5 @@ func isSymlinkLoop(error) bool { return false }
 
 // fileID cannot tell the device and inode on this platform.
 func fileID(fs.FileInfo) (FolderID, bool) { return FolderID{}, false }
+
+func linkCount(fs.FileInfo) uint64 { return 1 }

@@ -26,6 +26,15 @@ func fileID(fi fs.FileInfo) (FolderID, bool) {
 	return FolderID{Dev: uint64(st.Dev), Ino: st.Ino}, true
 }
 
+// linkCount returns the number of names a file has (0 once deleted; 1
+// where the system does not say).
+func linkCount(fi fs.FileInfo) uint64 {
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+		return uint64(st.Nlink)
+	}
+	return 1
+}
+
 // noFollow is added to the open flags of records: a symlinked record is
 // refused (ELOOP) instead of followed.
 const noFollow = syscall.O_NOFOLLOW
