@@ -47,6 +47,27 @@
 //     field output; PortAccepting (a TCP connect) stays the ground truth, and
 //     a port that accepts while lsof shows nothing (another user's process)
 //     is reported with OwnerVisible false.
+//   - Handle.Env reads a variable of the environment a process was started
+//     with (/proc/PID/environ; KERN_PROCARGS2 on macOS) through the pin.
+//     Only the same uid (or root) may read it, and not of a non-dumpable
+//     process; a program that retitles itself wipes it. An error that does
+//     not wrap ErrUntrusted means "cannot tell", never "absent".
+//     ScanProcesses lists every process with one such variable, read only
+//     for processes started since a given time (one /proc scan).
+//   - cgroup v2: FindCgroup2 finds the unified hierarchy wherever
+//     /proc/self/mountinfo says it is mounted (never an assumed path);
+//     ProcessCgroup and Handle.Cgroup tell a process's cgroup;
+//     CgroupProcs, CgroupPopulated and CgroupOOMKills read cgroup.procs,
+//     cgroup.events and memory.events; WaitCgroupEmpty wakes on the
+//     kernel's notification that cgroup.events changed (inotify), not by
+//     sleeping, and is bounded by its context.
+//   - KernelOOMKill reports the OOM killer's line for a pid from the
+//     kernel log (/dev/kmsg) only when it was logged after that process
+//     started; no line, or no permission to read the log, is no claim.
+//   - HolderOf returns who holds a port as data (PortHolder: pids, command
+//     line, uid, visibility) with one String(); FormatCmdline renders
+//     every command line in messages (trailing empty arguments dropped,
+//     long ones cut with an ellipsis).
 //   - Probes are bounded by their timeout: HTTP GET (2xx/3xx success, no
 //     redirects followed, no keep-alives, no proxy), TCP connect, and exec
 //     (exit 0; run in its own process group, killed as a group on timeout).
