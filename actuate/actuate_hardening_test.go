@@ -36,6 +36,7 @@ func openStateDir(t *testing.T) *actuate.StateDir {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { _ = d.Close() })
 	return d
 }
 

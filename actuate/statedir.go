@@ -140,6 +140,21 @@ func (d *StateDir) hold() error {
 	return nil
 }
 
+// Close releases the folder held open since OpenStateDir or
+// InspectStateDir; Check fails after it. Calling it is optional (the
+// garbage collector closes the folder with an unreachable StateDir) and
+// idempotent.
+func (d *StateDir) Close() error {
+	if d.held == nil {
+		return nil
+	}
+	err := d.held.Close()
+	if errors.Is(err, os.ErrClosed) {
+		return nil
+	}
+	return err
+}
+
 // folderID is the folder's device and inode as opened.
 func (d *StateDir) folderID() (FolderID, error) {
 	if d.id != (FolderID{}) {

@@ -18,7 +18,10 @@ func newStateDir(t *testing.T) *StateDir {
 	if err != nil {
 		t.Fatalf("OpenStateDir: %v", err)
 	}
-	t.Cleanup(func() { removeTestCgroups(t, d) })
+	t.Cleanup(func() {
+		removeTestCgroups(t, d)
+		_ = d.Close()
+	})
 	return d
 }
 
@@ -41,8 +44,10 @@ func TestOpenStateDirCreatesLayout(t *testing.T) {
 		t.Errorf(".gitignore = %q, want \"*\"", gi)
 	}
 	// Opening again is fine and keeps what is there.
-	if _, err := OpenStateDir(d.Path); err != nil {
+	if d2, err := OpenStateDir(d.Path); err != nil {
 		t.Errorf("second OpenStateDir: %v", err)
+	} else {
+		_ = d2.Close()
 	}
 	if got, want := d.LogPath("api"), filepath.Join(d.Path, "logs", "api.log"); got != want {
 		t.Errorf("LogPath = %s, want %s", got, want)
@@ -125,6 +130,7 @@ func TestInspectStateDirChangesNothing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { _ = d.Close() })
 	recs, errs := d.InspectRecords()
 	if len(recs) != 0 || len(errs) != 0 {
 		t.Errorf("InspectRecords of a folder without servers/ = %v, %v; want nothing", recs, errs)
@@ -144,8 +150,10 @@ func TestInspectStateDirChangesNothing(t *testing.T) {
 	if err := os.Chtimes(old, past, past); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := InspectStateDir(dir); err != nil {
+	if d2, err := InspectStateDir(dir); err != nil {
 		t.Fatal(err)
+	} else {
+		_ = d2.Close()
 	}
 	if _, err := os.Stat(old); err != nil {
 		t.Errorf("InspectStateDir removed a temp file: %v", err)
@@ -207,8 +215,10 @@ func TestOpenStateDirSweepsStaleTemps(t *testing.T) {
 	if err := os.Chtimes(old, past, past); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := OpenStateDir(d.Path); err != nil {
+	if d2, err := OpenStateDir(d.Path); err != nil {
 		t.Fatal(err)
+	} else {
+		_ = d2.Close()
 	}
 	if _, err := os.Stat(old); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("stale temp file still there: %v", err)
@@ -230,6 +240,7 @@ func TestLockContention(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { _ = d2.Close() })
 	_, err = d2.Lock()
 	var le *LockedError
 	if !errors.As(err, &le) {

@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/procfleet/procfleet/internal/safefile"
 	"github.com/procfleet/procfleet/internal/testserver"
 	"github.com/procfleet/procfleet/observe"
 )
@@ -406,6 +407,7 @@ func TestCopiedStateFolderForeign(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer c.Close()
 	// A reader without the lock reports it and changes nothing.
 	_, err = c.InspectRecord("api")
 	var fe *ForeignRecordError
@@ -473,6 +475,21 @@ func TestStateFolderFilesNotRegular(t *testing.T) {
 			if err := a.Stop(ctx, r.Record, StopOptions{}); err != nil {
 				t.Fatal(err)
 			}
+			// The events file, which the reconciler writes through the same
+			// helper.
+			events := a.Dir.EventsPath("api")
+			if kind == "fifo" {
+				if err := syscall.Mkfifo(events, 0o600); err != nil {
+					t.Fatal(err)
+				}
+			} else if err := os.Symlink(outside, events); err != nil {
+				t.Fatal(err)
+			}
+			f, moved, err := safefile.OpenAppend(events, 0o600)
+			if err != nil || !strings.HasPrefix(moved, events+".corrupt-") {
+				t.Fatalf("OpenAppend(events path holding a %s) = %q, %v", kind, moved, err)
+			}
+			_ = f.Close()
 		})
 	}
 	d := newStateDir(t)
@@ -511,8 +528,10 @@ func TestStateDirReplacedDetected(t *testing.T) {
 	if err := d.Check(); !errors.As(err, &ce) || !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("Check after rm -rf = %v, want *StateDirChangedError wrapping fs.ErrNotExist", err)
 	}
-	if _, err := OpenStateDir(d.Path); err != nil {
+	if d2, err := OpenStateDir(d.Path); err != nil {
 		t.Fatal(err)
+	} else {
+		defer d2.Close()
 	}
 	if err := d.Check(); !errors.As(err, &ce) || ce.Now == ce.Was || !strings.Contains(err.Error(), "replaced") {
 		t.Errorf("Check after the folder was made again = %v, want *StateDirChangedError naming both", err)
