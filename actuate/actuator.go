@@ -308,18 +308,37 @@ func (a *Actuator) Spawn(ctx context.Context, req StartRequest) (*Running, error
 		return nil, &StartError{Name: req.Name, Reason: ReasonFailed, ExitCode: -1, Message: "write intent record", Err: err}
 	}
 
-	cmd := exec.Command(req.Argv[0], req.Argv[1:]...)
-	cmd.Dir = req.Dir
-	env := append(os.Environ(), req.Env...)
-	cmd.Env = append(env, ServerEnv+"="+req.Name, InstanceEnv+"="+token)
-	cmd.Stdin = devnull
-	cmd.Stdout = logf
-	cmd.Stderr = logf
-	cmd.SysProcAttr = newSessionAttr()
-	if sc != nil {
-		intoCgroup(cmd.SysProcAttr, sc.fd)
+	newCmd := func() *exec.Cmd {
+		cmd := exec.Command(req.Argv[0], req.Argv[1:]...)
+		cmd.Dir = req.Dir
+		env := append(os.Environ(), req.Env...)
+		cmd.Env = append(env, ServerEnv+"="+req.Name, InstanceEnv+"="+token)
+		cmd.Stdin = devnull
+		cmd.Stdout = logf
+		cmd.Stderr = logf
+		cmd.SysProcAttr = newSessionAttr()
+		if sc != nil {
+			intoCgroup(cmd.SysProcAttr, sc.fd)
+		}
+		return cmd
 	}
+	cmd := newCmd()
 	err = cmd.Start()
+	if err != nil && sc != nil && cloneRefused(err) {
+		// clone3 refused (a seccomp filter, as old container profiles
+		// have): start it in the session mode instead.
+		log.Info("Cannot start a process straight into its cgroup: the session membership is used", "cgroup", sc.path, "error", err.Error())
+		dropCgroup()
+		sc = nil
+		intent.Cgroup = ""
+		if werr := a.Dir.WriteRecord(intent); werr != nil {
+			closeFiles()
+			_ = a.Dir.RemoveRecord(req.Name)
+			return nil, &StartError{Name: req.Name, Reason: ReasonFailed, ExitCode: -1, Message: "write intent record", Err: werr}
+		}
+		cmd = newCmd()
+		err = cmd.Start()
+	}
 	// The child has its own copies; ours close now, whatever happened.
 	closeFiles()
 	if sc != nil {

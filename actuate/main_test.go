@@ -27,6 +27,8 @@ type spawnerRequest struct {
 	// the full record (testHookAfterSpawn): it writes the server's pid
 	// there and waits to be killed, standing for a crash in that window.
 	PauseFile string `json:"pauseFile,omitempty"`
+	// DenyClone3 makes the spawner refuse itself clone3 first (seccomp).
+	DenyClone3 bool `json:"denyClone3,omitempty"`
 }
 
 func TestMain(m *testing.M) {
@@ -52,6 +54,12 @@ func runSpawner(v string) int {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	os.Unsetenv(spawnerEnv)
+	if req.DenyClone3 {
+		if err := denyClone3(); err != nil {
+			fmt.Fprintln(os.Stderr, "spawner: seccomp:", err)
+			return 2
+		}
+	}
 	if req.PauseFile != "" {
 		testHookAfterSpawn = func(pid int) {
 			_ = os.WriteFile(req.PauseFile, []byte(strconv.Itoa(pid)+"\n"), 0o600)

@@ -175,3 +175,12 @@ func (d *StateDir) sweepCgroups() {
 	}
 	_ = os.Remove(dir)
 }
+
+// cloneRefused reports a spawn error that clone3 with CLONE_INTO_CGROUP
+// gives when it is not allowed (ENOSYS, EPERM or EOPNOTSUPP: a seccomp
+// filter, an old kernel). Go reports a failed clone and a failed exec
+// alike ("fork/exec"); a spawn retried without the cgroup that fails again
+// was the exec's fault, and says so.
+func cloneRefused(err error) bool {
+	return errors.Is(err, syscall.ENOSYS) || errors.Is(err, syscall.EPERM) || errors.Is(err, syscall.EOPNOTSUPP)
+}

@@ -149,8 +149,9 @@ func (a *Actuator) Stop(ctx context.Context, rec Record, opts StopOptions) error
 	}
 	if leader == nil {
 		// No signal on the word of the record's pid: what the server left
-		// is found by its cgroup or its token.
-		if err := a.cleanup(ctx, rec, false, grace, killTimeout); err != nil {
+		// is found by its cgroup or its token (and its group, when the
+		// caller held the leader through its exit).
+		if err := a.cleanup(ctx, rec, opts.Held != nil, grace, killTimeout); err != nil {
 			return err
 		}
 		if err := a.Dir.RemoveRecord(name); err != nil {

@@ -332,7 +332,11 @@ func ManualStopHint(rec Record) string {
 	}
 	hint := fmt.Sprintf("if pid %d (%s) is yours, stop its process group by hand with: kill -TERM -- -%d", rec.PID, observe.FormatCmdline(rec.Cmdline), pgid)
 	if rec.Cgroup != "" {
-		hint += fmt.Sprintf(" (or every process of its cgroup: echo 1 > <cgroup v2 mount>%s/cgroup.kill)", rec.Cgroup)
+		dir, err := cgroupDir(rec.Cgroup)
+		if err != nil {
+			dir = "<cgroup v2 mount>" + rec.Cgroup
+		}
+		hint += fmt.Sprintf(" (or every process of its cgroup: echo 1 > %s/cgroup.kill)", dir)
 	}
 	return hint + fmt.Sprintf(", then remove %s.json from the state folder's servers/", rec.Name)
 }

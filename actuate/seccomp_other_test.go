@@ -1,0 +1,7 @@
+//go:build !linux
+
+package actuate
+
+import "errors"
+
+func denyClone3() error { return errors.New("seccomp is Linux only") }
