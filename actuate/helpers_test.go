@@ -309,7 +309,8 @@ func sessionMode(t *testing.T) {
 // removeTestCgroups removes the cgroups a test's state folder made, after
 // its other cleanups: a test that kills its server by hand (killPinned)
 // leaves an empty one behind, as a server killed outside procfleet does
-// until its next start or stop. Anything still in one is killed first.
+// until its folder is next locked. Anything still in one is a failure:
+// it is killed first.
 func removeTestCgroups(t *testing.T, d *StateDir) {
 	cg, err := observe.FindCgroup2()
 	if err != nil {
@@ -319,14 +320,8 @@ func removeTestCgroups(t *testing.T, d *StateDir) {
 	if err != nil {
 		return
 	}
-	entries, err := os.ReadDir(dir)
-	if err != nil {
-		return
-	}
+	entries, _ := os.ReadDir(dir)
 	for _, e := range entries {
-		if !e.IsDir() {
-			continue
-		}
 		sub := filepath.Join(dir, e.Name())
 		if pop, err := observe.CgroupPopulated(sub); err == nil && pop {
 			t.Errorf("cgroup %s still holds processes after the test: killing them", sub)
@@ -335,9 +330,6 @@ func removeTestCgroups(t *testing.T, d *StateDir) {
 			_ = observe.WaitCgroupEmpty(ctx, sub)
 			cancel()
 		}
-		if err := os.Remove(sub); err != nil {
-			t.Errorf("remove test cgroup: %v", err)
-		}
 	}
-	_ = os.Remove(dir)
+	d.sweepCgroups()
 }

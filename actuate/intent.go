@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
 	"slices"
 
 	"github.com/procfleet/procfleet/observe"
@@ -129,17 +128,12 @@ func (a *Actuator) instanceProcesses(rec Record) (ms []*member, cgDir string, er
 		}
 		how = "carries the instance token " + rec.Instance
 	}
-	self := os.Getpid()
 	for _, pid := range pids {
-		if pid <= 1 || pid == self {
+		h, id, ok := pinLive(pid, 0)
+		if !ok {
 			continue
 		}
-		h, err := observe.Pin(pid)
-		if err != nil {
-			continue
-		}
-		id, err := h.Identity()
-		ok := err == nil && !id.State.Exited() && mayKill(id.UID)
+		ok = mayKill(id.UID)
 		if ok && cgDir != "" {
 			cg, cerr := h.Cgroup()
 			ok = cerr == nil && inCgroup(cg, rec.Cgroup)

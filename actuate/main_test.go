@@ -1,11 +1,14 @@
 package actuate
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -74,4 +77,31 @@ func runSpawner(v string) int {
 	}
 	fmt.Println(r.Record.PID)
 	return 0
+}
+
+// spawnElsewhere starts a server through another process (the test binary
+// as a spawner), which exits once the server is ready: the server is not
+// this test's child. It returns the server's pid.
+func spawnElsewhere(t *testing.T, req spawnerRequest) int {
+	t.Helper()
+	data, err := json.Marshal(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	spawner := exec.Command(self)
+	spawner.Env = append(os.Environ(), spawnerEnv+"="+string(data))
+	var out, stderr bytes.Buffer
+	spawner.Stdout, spawner.Stderr = &out, &stderr
+	if err := spawner.Run(); err != nil {
+		t.Fatalf("spawner: %v: %s", err, stderr.String())
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(out.String()))
+	if err != nil {
+		t.Fatalf("spawner output %q: %v", out.String(), err)
+	}
+	return pid
 }

@@ -1,12 +1,6 @@
 package actuate
 
 import (
-	"bytes"
-	"encoding/json"
-	"os"
-	"os/exec"
-	"strconv"
-	"strings"
 	"testing"
 	"unsafe"
 
@@ -46,20 +40,8 @@ func TestSpawnFallsBackWhenClone3Refused(t *testing.T) {
 		t.Skipf("cgroups not available here: %s", m.Why)
 	}
 	ctx := testCtx(t)
-	req, _ := json.Marshal(spawnerRequest{Dir: a.Dir.Path, Name: "api", DenyClone3: true,
+	pid := spawnElsewhere(t, spawnerRequest{Dir: a.Dir.Path, Name: "api", DenyClone3: true,
 		Argv: testserver.Command("-exit-after", "1h"), Env: []string{testserver.Env()}})
-	self, _ := os.Executable()
-	spawner := exec.Command(self)
-	spawner.Env = append(os.Environ(), spawnerEnv+"="+string(req))
-	var out, stderr bytes.Buffer
-	spawner.Stdout, spawner.Stderr = &out, &stderr
-	if err := spawner.Run(); err != nil {
-		t.Fatalf("spawner: %v: %s", err, stderr.String())
-	}
-	pid, err := strconv.Atoi(strings.TrimSpace(out.String()))
-	if err != nil {
-		t.Fatalf("spawner output %q: %v", out.String(), err)
-	}
 	h := killPinned(t, pid)
 	rec, err := a.Dir.ReadRecord("api")
 	if err != nil {

@@ -351,16 +351,11 @@ func (a *Actuator) collectTree(rec Record, leader *member, pinned map[int]bool) 
 	}
 	var out []*member
 	for _, pid := range pids {
-		if pinned[pid] || pid <= 1 || pid == os.Getpid() {
+		if pinned[pid] {
 			continue
 		}
-		h, err := observe.Pin(pid)
-		if err != nil {
-			continue
-		}
-		id, err := h.Identity()
-		if err != nil || id.State.Exited() || (rec.StartTime != 0 && id.StartTime < rec.StartTime) {
-			_ = h.Close()
+		h, id, ok := pinLive(pid, rec.StartTime)
+		if !ok {
 			continue
 		}
 		var how string
@@ -397,21 +392,15 @@ func (a *Actuator) sessionExtras(rec Record, pinned map[int]bool, group bool) []
 		a.Log.Error(err, "Cannot scan the processes", "server", rec.Name)
 		return nil
 	}
-	self := os.Getpid()
 	var out []*member
 	for _, e := range table {
 		byToken := rec.Instance != "" && e.EnvFound && e.Env == rec.Instance
 		byGroup := group && rec.PGID > 1 && e.PGID == rec.PGID
-		if !byToken && !byGroup || pinned[e.PID] || e.PID <= 1 || e.PID == self {
+		if !byToken && !byGroup || pinned[e.PID] {
 			continue
 		}
-		h, err := observe.Pin(e.PID)
-		if err != nil {
-			continue
-		}
-		id, err := h.Identity()
-		if err != nil || id.State.Exited() || (rec.StartTime != 0 && id.StartTime < rec.StartTime) {
-			_ = h.Close()
+		h, id, ok := pinLive(e.PID, rec.StartTime)
+		if !ok {
 			continue
 		}
 		if !mayKill(id.UID) {
@@ -436,6 +425,26 @@ func (a *Actuator) sessionExtras(rec Record, pinned map[int]bool, group bool) []
 		out = append(out, &member{h: h, id: id, evidence: ev})
 	}
 	return out
+}
+
+// pinLive pins pid and reads its identity through the pin: false (and
+// nothing held) when it is init or procfleet itself, has exited, or
+// started before notBefore (a start time as in Identity; 0: any), which
+// no process of a server started at notBefore can have.
+func pinLive(pid int, notBefore uint64) (*observe.Handle, observe.Identity, bool) {
+	if pid <= 1 || pid == os.Getpid() {
+		return nil, observe.Identity{}, false
+	}
+	h, err := observe.Pin(pid)
+	if err != nil {
+		return nil, observe.Identity{}, false
+	}
+	id, err := h.Identity()
+	if err != nil || id.State.Exited() || (notBefore != 0 && id.StartTime < notBefore) {
+		_ = h.Close()
+		return nil, observe.Identity{}, false
+	}
+	return h, id, true
 }
 
 func closeMembers(ms []*member) {
@@ -660,16 +669,14 @@ func (a *Actuator) terminateCgroup(ctx context.Context, rec Record, dir string, 
 			return nil, 0, err
 		}
 		for _, pid := range pids {
-			if pinned[pid] != nil || pid <= 1 || pid == os.Getpid() {
+			if pinned[pid] != nil {
 				continue
 			}
-			h, err := observe.Pin(pid)
-			if err != nil {
+			h, id, ok := pinLive(pid, 0)
+			if !ok {
 				continue // exited meanwhile
 			}
-			id, err := h.Identity()
-			cg, cerr := h.Cgroup()
-			if err != nil || cerr != nil || id.State.Exited() || !inCgroup(cg, rec.Cgroup) {
+			if cg, err := h.Cgroup(); err != nil || !inCgroup(cg, rec.Cgroup) {
 				_ = h.Close()
 				continue
 			}

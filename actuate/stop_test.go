@@ -28,20 +28,8 @@ func TestStopServerStartedByAnotherProcess(t *testing.T) {
 	ctx := testCtx(t)
 	port := testserver.FreePort(t)
 	signals := filepath.Join(t.TempDir(), "signals")
-	req, _ := json.Marshal(spawnerRequest{Dir: a.Dir.Path, Name: "api", Port: port,
+	pid := spawnElsewhere(t, spawnerRequest{Dir: a.Dir.Path, Name: "api", Port: port,
 		Argv: testserver.Command("-port", itoa(port), "-signals", signals), Env: []string{testserver.Env()}})
-	self, _ := os.Executable()
-	spawner := exec.Command(self)
-	spawner.Env = append(os.Environ(), spawnerEnv+"="+string(req))
-	var out, stderr bytes.Buffer
-	spawner.Stdout, spawner.Stderr = &out, &stderr
-	if err := spawner.Run(); err != nil {
-		t.Fatalf("spawner: %v: %s", err, stderr.String())
-	}
-	pid, err := strconv.Atoi(strings.TrimSpace(out.String()))
-	if err != nil {
-		t.Fatalf("spawner output %q: %v", out.String(), err)
-	}
 	h := killPinned(t, pid)
 
 	rec, err := a.Dir.ReadRecord("api")
