@@ -1,18 +1,23 @@
 package actuate
 
 import (
+	"os"
 	"testing"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/procfleet/procfleet/internal/testserver"
+	"github.com/procfleet/procfleet/observe"
 )
 
 // denyClone3 installs, on every thread of this process, a seccomp filter
-// that makes clone3 fail with EPERM, as old container profiles did (Go's
-// runtime makes its threads with clone, which stays allowed). It is for a
-// spawner subprocess only: the filter cannot be removed.
+// that makes clone3 fail with ENOSYS, as container profiles do (Go's
+// runtime makes its threads with clone, which stays allowed). ENOSYS, not
+// EPERM: the filter is inherited by the server, and glibc's pthread_create
+// (a -race or cgo binary) falls back to clone only on ENOSYS (moby#42680;
+// with EPERM the server died at its first thread). It is for a spawner
+// subprocess only: the filter cannot be removed.
 func denyClone3() error {
 	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
 		return err
@@ -20,7 +25,7 @@ func denyClone3() error {
 	prog := []unix.SockFilter{
 		{Code: unix.BPF_LD | unix.BPF_W | unix.BPF_ABS, K: 0}, // seccomp_data.nr
 		{Code: unix.BPF_JMP | unix.BPF_JEQ | unix.BPF_K, Jt: 0, Jf: 1, K: unix.SYS_CLONE3},
-		{Code: unix.BPF_RET | unix.BPF_K, K: unix.SECCOMP_RET_ERRNO | uint32(unix.EPERM)},
+		{Code: unix.BPF_RET | unix.BPF_K, K: unix.SECCOMP_RET_ERRNO | uint32(unix.ENOSYS)},
 		{Code: unix.BPF_RET | unix.BPF_K, K: unix.SECCOMP_RET_ALLOW},
 	}
 	fprog := unix.SockFprog{Len: uint16(len(prog)), Filter: &prog[0]}
@@ -42,7 +47,13 @@ func TestSpawnFallsBackWhenClone3Refused(t *testing.T) {
 	ctx := testCtx(t)
 	pid := spawnElsewhere(t, spawnerRequest{Dir: a.Dir.Path, Name: "api", DenyClone3: true,
 		Argv: testserver.Command("-exit-after", "1h"), Env: []string{testserver.Env()}})
-	h := killPinned(t, pid)
+	h, err := observe.Pin(pid)
+	if err != nil {
+		b, _ := os.ReadFile(a.Dir.LogPath("api"))
+		t.Fatalf("pin the server %d: %v; its log:\n%s", pid, err, b)
+	}
+	_ = h.Close()
+	h = killPinned(t, pid)
 	rec, err := a.Dir.ReadRecord("api")
 	if err != nil {
 		t.Fatal(err)
