@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -100,6 +101,22 @@ func TestStartDaemonized(t *testing.T) {
 		req.Ready = func(context.Context) observe.ProbeResult { return observe.ProbeResult{Message: "not yet"} }
 		r, err := a.Start(ctx, req)
 		stopIfStarted(t, r)
+		// Should the daemon outlive a failure below, it goes at cleanup
+		// (pinned, and only if the pin shows the daemon: its pid may have
+		// been reused since it was stopped).
+		if b, err := os.ReadFile(pidFile); err == nil {
+			if pid, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil {
+				if h, err := observe.Pin(pid); err == nil {
+					id, ierr := h.Identity()
+					_, carries, _ := h.Env(InstanceEnv)
+					if ierr == nil && carries && slices.Contains(id.Cmdline, "-daemon-stage") {
+						t.Cleanup(func() { _ = h.Signal(syscall.SIGKILL); _ = h.Close() })
+					} else {
+						_ = h.Close()
+					}
+				}
+			}
+		}
 		var se *StartError
 		if !errors.As(err, &se) || se.Reason != ReasonDaemonized {
 			t.Fatalf("Start = %v, want *StartError Daemonized", err)
@@ -118,10 +135,6 @@ func TestStartDaemonized(t *testing.T) {
 		}
 		if observe.CheckLiveness(pid) == observe.LivenessAlive {
 			t.Errorf("the daemon %d still runs", pid)
-			if h, err := observe.Pin(pid); err == nil {
-				_ = h.Signal(syscall.SIGKILL)
-				_ = h.Close()
-			}
 		}
 		if !testserver.PortFree(port) {
 			t.Errorf("port %d still held", port)
@@ -163,6 +176,7 @@ func cleanupRound(t testing.TB, a *Actuator, holdPort bool) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	killCarriersAtCleanup(t, r.Record.Instance) // should a round fail half-way
 	defer r.Handle.Close()
 	b, err := os.ReadFile(gcFile)
 	if err != nil {

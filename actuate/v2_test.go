@@ -22,7 +22,7 @@ import (
 )
 
 // carriers lists the live processes whose environment carries token.
-func carriers(t *testing.T, token string) []int {
+func carriers(t testing.TB, token string) []int {
 	t.Helper()
 	es, err := observe.ScanProcesses(observe.ScanOptions{EnvKey: InstanceEnv})
 	if err != nil {
@@ -65,7 +65,7 @@ func assertNothingLeft(t *testing.T, rec Record) {
 // killCarriersAtCleanup kills, at the end of the test, whatever still
 // carries token (each through a pin), so that a failing test leaves
 // nothing running.
-func killCarriersAtCleanup(t *testing.T, token string) {
+func killCarriersAtCleanup(t testing.TB, token string) {
 	t.Helper()
 	t.Cleanup(func() {
 		for _, pid := range carriers(t, token) {
@@ -99,16 +99,25 @@ func TestStopServerThatExecd(t *testing.T) {
 			port := testserver.FreePort(t)
 			dir := t.TempDir()
 			ready := filepath.Join(dir, "ready")
-			// The first program waits 50 ms, then becomes another one:
-			// the test server with other arguments.
-			req := serverReq("api", port, append([]string{"-exec-after", "50ms", "-exec", "--"},
-				testserver.Command("-port", itoa(port), "-ready-file", ready)...)...)
-			r, err := a.Start(ctx, req)
+			goAhead := filepath.Join(dir, "go")
+			// A wrapper script that ends in exec: it waits for the test's
+			// go-ahead (so the record surely shows the script), then
+			// becomes the test server.
+			script := `while [ ! -e "$1" ]; do sleep 0.01; done; exec "$0" -port "$2" -ready-file "$3"`
+			req := serverReq("api", port)
+			req.Argv = []string{"sh", "-c", script, testserver.Command()[0], goAhead, itoa(port), ready}
+			r, err := a.Spawn(ctx, req)
 			if err != nil {
 				t.Fatal(err)
 			}
 			killCarriersAtCleanup(t, r.Record.Instance)
 			defer r.Handle.Close()
+			if err := os.WriteFile(goAhead, nil, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			if err := a.WaitReady(ctx, req, r); err != nil {
+				t.Fatal(err)
+			}
 			waitForFile(t, ready, r.Done())
 			id, err := r.Handle.Identity()
 			if err != nil || slices.Equal(id.Cmdline, r.Record.Cmdline) {
@@ -157,18 +166,30 @@ func TestShimChainStartedAndStopped(t *testing.T) {
 		dir := t.TempDir()
 		shim := filepath.Join(dir, "python3")
 		self := testserver.Command()[0]
-		script := "#!/bin/sh\n# a pyenv-style shim\nexec /usr/bin/env \"" + self + "\" \"$@\"\n"
+		// The shim waits for the test's go-ahead (so that the spawn's
+		// record surely shows the shim, not what it execs), then execs.
+		goAhead := filepath.Join(dir, "go")
+		script := "#!/bin/sh\n# a pyenv-style shim\nwhile [ ! -e \"" + goAhead + "\" ]; do sleep 0.01; done\nexec /usr/bin/env \"" + self + "\" \"$@\"\n"
 		if err := os.WriteFile(shim, []byte(script), 0o755); err != nil {
 			t.Fatal(err)
 		}
 		req := withReadyFile(t, StartRequest{Name: "api", Argv: []string{shim, "-port", itoa(port)}, Env: []string{testserver.Env()},
 			Port: port, StartupTimeout: time.Minute, ReadyPeriod: 10 * time.Millisecond})
-		r, err := a.Start(ctx, req)
+		r, err := a.Spawn(ctx, req)
 		if err != nil {
 			t.Fatal(err)
 		}
 		killCarriersAtCleanup(t, r.Record.Instance)
 		defer r.Handle.Close()
+		if !slices.Contains(r.Record.Cmdline, shim) {
+			t.Fatalf("record at spawn %q, want the shim's command line", r.Record.Cmdline)
+		}
+		if err := os.WriteFile(goAhead, nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := a.WaitReady(ctx, req, r); err != nil {
+			t.Fatal(err)
+		}
 		rec, changed, err := a.RefreshCmdline(r.Record, r.Handle)
 		if err != nil {
 			t.Fatal(err)
@@ -267,7 +288,13 @@ func TestTamperedPGIDUntrusted(t *testing.T) {
 	}
 	defer r.Handle.Close()
 	killPinned(t, r.Record.PID)
-	stranger, signals := startStranger(t, "-grandchild", filepath.Join(t.TempDir(), "gc"))
+	gcFile := filepath.Join(t.TempDir(), "gc")
+	stranger, signals := startStranger(t, "-grandchild", gcFile)
+	gcPID, err := strconv.Atoi(waitForFile(t, gcFile, nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	killPinned(t, gcPID) // the stranger's group member outlives the stranger's kill
 	bad := r.Record
 	bad.PGID = stranger.Process.Pid
 	if err := a.Dir.WriteRecord(bad); err != nil {

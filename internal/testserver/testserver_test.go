@@ -2,7 +2,9 @@ package testserver
 
 import (
 	"net"
+	"os/exec"
 	"strconv"
+	"strings"
 	"testing"
 )
 
@@ -26,5 +28,18 @@ func TestFreePortsDistinct(t *testing.T) {
 			continue
 		}
 		l.Close()
+	}
+}
+
+// -exec replaces the server with another program in the same process.
+func TestExecKeepsPid(t *testing.T) {
+	bin := Build(t)
+	cmd := exec.Command(bin, "-exec", "--", "sh", "-c", "echo $$")
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	if got := strings.TrimSpace(string(out)); got != strconv.Itoa(cmd.Process.Pid) {
+		t.Errorf("the exec'd shell has pid %s, the server had %d", got, cmd.Process.Pid)
 	}
 }
