@@ -171,6 +171,17 @@ func waitForFile(t *testing.T, path string, exited <-chan struct{}) string {
 	}
 }
 
+// pinnedFromFile waits for a handshake file naming a pid (see waitForFile),
+// pins that process and kills it at cleanup if it still lives.
+func pinnedFromFile(t *testing.T, path string, exited <-chan struct{}) (int, *observe.Handle) {
+	t.Helper()
+	pid, err := strconv.Atoi(waitForFile(t, path, exited))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pid, killPinned(t, pid)
+}
+
 // readSignals returns the signal lines a test server recorded ("PID NAME").
 func readSignals(t *testing.T, path string) []string {
 	t.Helper()

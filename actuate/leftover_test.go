@@ -52,11 +52,7 @@ func TestStopDoubleForkedDaemon(t *testing.T) {
 		}
 		killCarriersAtCleanup(t, r.Record.Instance)
 		defer r.Handle.Close()
-		pid, err := strconv.Atoi(waitForFile(t, daemonPID, r.Done()))
-		if err != nil {
-			t.Fatal(err)
-		}
-		dh := killPinned(t, pid)
+		pid, dh := pinnedFromFile(t, daemonPID, r.Done())
 		did, err := dh.Identity()
 		if err != nil {
 			t.Fatal(err)

@@ -521,11 +521,7 @@ func testStopGrandchild(t *testing.T, mode MembershipMode, setsid bool) {
 	}
 	defer r.Handle.Close()
 	killPinned(t, r.Record.PID)
-	gcPID, err := strconv.Atoi(waitForFile(t, gcFile, r.Done()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	gc := killPinned(t, gcPID)
+	gcPID, gc := pinnedFromFile(t, gcFile, r.Done())
 	gid, err := gc.Identity()
 	if err != nil {
 		t.Fatal(err)
@@ -646,11 +642,7 @@ func TestFailedStartStopsOrphanedGroupMember(t *testing.T) {
 			t.Fatal(err)
 		}
 		killPinned(t, r.Record.PID)
-		gcPID, err := strconv.Atoi(waitForFile(t, gcFile, r.Done()))
-		if err != nil {
-			t.Fatal(err)
-		}
-		gc := killPinned(t, gcPID)
+		gcPID, gc := pinnedFromFile(t, gcFile, r.Done())
 		err = a.WaitReady(ctx, req, r)
 		var se *StartError
 		if !errors.As(err, &se) || se.ExitCode != 3 || se.Reason != ReasonFailed {

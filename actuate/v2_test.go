@@ -10,7 +10,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -290,11 +289,7 @@ func TestTamperedPGIDUntrusted(t *testing.T) {
 	killPinned(t, r.Record.PID)
 	gcFile := filepath.Join(t.TempDir(), "gc")
 	stranger, signals := startStranger(t, "-grandchild", gcFile)
-	gcPID, err := strconv.Atoi(waitForFile(t, gcFile, nil))
-	if err != nil {
-		t.Fatal(err)
-	}
-	killPinned(t, gcPID) // the stranger's group member outlives the stranger's kill
+	pinnedFromFile(t, gcFile, nil) // the stranger's group member outlives the stranger's kill
 	bad := r.Record
 	bad.PGID = stranger.Process.Pid
 	if err := a.Dir.WriteRecord(bad); err != nil {
@@ -353,11 +348,7 @@ func TestCrashBetweenIntentAndRecord(t *testing.T) {
 		exited := make(chan struct{})
 		go func() { _ = spawner.Wait(); close(exited) }()
 		t.Cleanup(func() { _ = spawner.Process.Kill(); <-exited })
-		pid, err := strconv.Atoi(waitForFile(t, pause, exited))
-		if err != nil {
-			t.Fatal(err)
-		}
-		h := killPinned(t, pid)
+		pid, h := pinnedFromFile(t, pause, exited)
 		// The crash.
 		if err := spawner.Process.Kill(); err != nil {
 			t.Fatal(err)
@@ -601,11 +592,7 @@ func TestResolveIntentLeftoversWithoutLeader(t *testing.T) {
 		}
 		defer r.Handle.Close()
 		killCarriersAtCleanup(t, r.Record.Instance)
-		gcPID, err := strconv.Atoi(waitForFile(t, gcFile, r.Done()))
-		if err != nil {
-			t.Fatal(err)
-		}
-		gc := killPinned(t, gcPID)
+		gcPID, gc := pinnedFromFile(t, gcFile, r.Done())
 		// The record as a crash before the full write would have left it.
 		intent := Record{Version: RecordVersion, Name: "api", Instance: r.Record.Instance, Cgroup: r.Record.Cgroup, StateDir: r.Record.StateDir}
 		if err := a.Dir.WriteRecord(intent); err != nil {
