@@ -171,6 +171,11 @@ func readSeen(h *observe.Handle, rec Record) Seen {
 	if s.IdentityErr != nil {
 		return s
 	}
+	if rec.PidfdInode != 0 && s.HaveInode && rec.PidfdInode == s.Inode {
+		// The pidfs inode names this very process; the token and the
+		// cgroup could only agree (two reads saved per verification).
+		return s
+	}
 	if rec.Instance != "" {
 		s.Token = tokenOf(h, rec.Instance)
 	}
