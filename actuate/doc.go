@@ -68,10 +68,10 @@
 //
 // Verify pins the process at the record's pid first (a pidfd on Linux, a
 // kqueue NOTE_EXIT registration on macOS; unpinned where neither works, and
-// logged), then reads through the pin its identity, the instance token in
-// its environment and its cgroup (an identity read after the pinned
-// process exited is not trusted), then decides with the pure function
-// Decide:
+// logged), then reads through the pin its identity and, unless equal
+// pidfd inodes already prove it, the instance token in its environment and
+// its cgroup (an identity read after the pinned process exited is not
+// trusted), then decides with the pure function Decide:
 //
 //   - gone, zombie or dead: Stale, the record is removed, nothing signalled;
 //   - start time, boot id or pidfd inode differ, or another instance's

@@ -124,10 +124,11 @@ type Seen struct {
 
 // Verify applies ownership rules 1-6 to a record whose process is not
 // held: it pins the process at the record's pid first (pidfd on Linux,
-// kqueue on macOS), then reads through the pin its identity, the instance
-// token in its environment (when the record has one) and its cgroup (when
-// the record names one), so that nothing read after the pinned process
-// exited is trusted, then decides with Decide. An intent record (rule 8) is
+// kqueue on macOS), then reads through the pin its identity and, unless
+// equal pidfd inodes already prove it, the instance token in its
+// environment (when the record has one) and its cgroup (when the record
+// names one), so that nothing read after the pinned process exited is
+// trusted, then decides with Decide. An intent record (rule 8) is
 // not verified here: ResolveIntent resolves it; Verify reports it as a
 // quarantine that signals nothing. Rule 7 (an untrusted record file) is
 // StateDir.ReadRecord's.
