@@ -101,7 +101,7 @@ func ownRecord(tb testing.TB, name string, pid, port int, hash string) actuate.R
 	if err != nil {
 		tb.Fatal(err)
 	}
-	return actuate.Record{Version: actuate.RecordVersion, Name: name, PID: pid, PGID: id.PGID, StartTime: id.StartTime, BootID: boot,
+	return actuate.Record{Version: actuate.RecordVersion, Name: name, PID: pid, PGID: pid, StartTime: id.StartTime, BootID: boot,
 		UID: id.UID, Cmdline: id.Cmdline, Port: port, SpecHash: hash, StartedAt: time.Now().UTC()}
 }
 
