@@ -27,7 +27,7 @@ func TestNginxDaemonized(t *testing.T) {
 	daemon := 0
 	var last serverStatus
 	var stuck streak
-	msg, ok := poll(readyBound, func() (bool, string) {
+	msg, ok := f.poll(readyBound, func() (bool, string) {
 		if b, err := os.ReadFile(pidFile); err == nil && daemon == 0 {
 			if pid, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil {
 				daemon = pid
@@ -57,7 +57,7 @@ func TestNginxDaemonized(t *testing.T) {
 
 	// Once reported, the daemon is stopped (it is the server's).
 	if reported {
-		if _, ok := poll(goneBound, func() (bool, string) {
+		if _, ok := f.poll(goneBound, func() (bool, string) {
 			return len(live(f.procs())) == 0 && !portListening(f.port("22080")), ""
 		}); !ok {
 			t.Errorf("nginx's daemon still running %s after the server was reported (%s):\n%s", goneBound, last, table(live(f.procs()), f.scanSpec()))

@@ -219,7 +219,7 @@ func (r result) String() string {
 // cli runs procfleet with args, bounded by cliBound.
 func (f *fleet) cli(args ...string) result {
 	f.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), cliBound)
+	ctx, cancel := context.WithTimeout(context.Background(), f.bound(cliBound))
 	defer cancel()
 	cmd := f.command(ctx, args...)
 	var out, errOut bytes.Buffer
@@ -389,19 +389,33 @@ func (f *fleet) cleanup() {
 	}
 }
 
+// cleanupReserve is the time kept before the test binary's -timeout for
+// the cleanups to kill what the tests started: past the timeout go test
+// panics and runs no cleanup. It covers cleanup's two goneBound waits.
+const cleanupReserve = 90 * time.Second
+
+// bound returns d, cut so that a wait ends cleanupReserve before the test
+// binary's deadline (a cut wait fails the test, and its cleanups run).
+func (f *fleet) bound(d time.Duration) time.Duration {
+	if dl, ok := f.t.Deadline(); ok {
+		return max(min(d, time.Until(dl)-cleanupReserve), 0)
+	}
+	return d
+}
+
 // waitFor polls cond, from every 20 ms up to every 250 ms, until it holds
 // or bound passes; then the test fails with what cond last said.
 func (f *fleet) waitFor(what string, bound time.Duration, cond func() (bool, string)) {
 	f.t.Helper()
-	if msg, ok := poll(bound, cond); !ok {
+	if msg, ok := f.poll(bound, cond); !ok {
 		f.t.Fatalf("%s: not within %s: %s", what, bound, msg)
 	}
 }
 
 // poll is waitFor's loop: it returns cond's last message and whether cond
-// held before bound.
-func poll(bound time.Duration, cond func() (bool, string)) (string, bool) {
-	deadline := time.Now().Add(bound)
+// held before bound (cut by f.bound).
+func (f *fleet) poll(bound time.Duration, cond func() (bool, string)) (string, bool) {
+	deadline := time.Now().Add(f.bound(bound))
 	interval := 20 * time.Millisecond
 	for {
 		ok, msg := cond()

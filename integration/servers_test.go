@@ -309,7 +309,7 @@ func observeOrphans(f *fleet, before []proc, leader proc, exited time.Time) {
 		}
 		return n
 	}
-	if _, ok := poll(orphanWatch, func() (bool, string) { return running() == 0, "" }); ok {
+	if _, ok := f.poll(orphanWatch, func() (bool, string) { return running() == 0, "" }); ok {
 		f.t.Logf("the %d other process(es) of pid %d's instance were gone %s after its exit", len(others), leader.pid, time.Since(exited).Round(time.Millisecond))
 	} else {
 		f.t.Logf("%d of the %d other process(es) of pid %d's instance still ran %s after its exit", running(), len(others), leader.pid, time.Since(exited).Round(time.Millisecond))
@@ -418,7 +418,7 @@ func settle(f *fleet, name string, old int) serverStatus {
 	f.t.Helper()
 	var last serverStatus
 	var stuck streak
-	if _, ok := poll(readyBound, func() (bool, string) {
+	if _, ok := f.poll(readyBound, func() (bool, string) {
 		last = f.status(name)
 		if last.Phase == "Running" && last.Ready && last.PID != old {
 			return true, ""

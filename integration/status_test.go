@@ -64,7 +64,7 @@ func (f *fleet) waitReady(name string, notPID int) serverStatus {
 	f.t.Helper()
 	var last serverStatus
 	var stuck streak
-	msg, ok := poll(readyBound, func() (bool, string) {
+	msg, ok := f.poll(readyBound, func() (bool, string) {
 		last = f.status(name)
 		if last.Phase == "Running" && last.Ready && last.PID > 0 && last.PID != notPID {
 			return true, ""
