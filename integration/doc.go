@@ -42,7 +42,8 @@
 // postgres moves to), every process of the packages' binaries whose command
 // line names that folder, every holder of one of the test's ports, and
 // every descendant of those. procfleet's own processes (its binary, and the
-// exec probes in the session of a running `up`) are not counted.
+// exec probes in the session of an `up` the test started) are not counted;
+// the probes a killed `up` leaves must end on their own within a bound.
 //
 // Every process a test starts (`up`, and every process the scan finds) is
 // killed when the test ends, even on failure: pinned with a pidfd, checked

@@ -66,6 +66,9 @@ type fleet struct {
 	up     *upProc // the running `up`, nil when none
 	nUp    int
 	tokens map[string]bool
+	// deadUps are the ups the test killed: their sessions held only their
+	// exec probes (orphanedProbes).
+	deadUps []int
 }
 
 // upProc is one `procfleet up` the test started.
@@ -290,6 +293,45 @@ func (f *fleet) killUp() {
 		f.t.Fatalf("procfleet up (pid %d) still running %s after SIGKILL", u.cmd.Process.Pid, goneBound)
 	}
 	f.up = nil
+	f.orphanedProbes(u.cmd.Process.Pid)
+}
+
+// probeBound bounds how long an exec probe of a killed up may outlive it:
+// the examples' probes time out after 1 s (timeoutSeconds), and a client
+// such as pg_isready gives up on its own well within this.
+const probeBound = 15 * time.Second
+
+// orphanedProbes waits until nothing is left in the session of the killed
+// up upPID. up runs in a session of its own and starts every server in a
+// new one, so what is left there are its exec probes, orphaned by its
+// death: procfleet's, not the server's, and left out of the fleet's scan
+// from now on (scanSpec), but they must end on their own. One that does
+// not fails the test and is killed here.
+func (f *fleet) orphanedProbes(upPID int) {
+	f.t.Helper()
+	f.deadUps = append(f.deadUps, upPID)
+	inSession := func() []proc {
+		var out []proc
+		for _, pid := range allPids() {
+			if p, ok := readProc(pid); ok && p.sid == upPID && !p.zombie() {
+				out = append(out, p)
+			}
+		}
+		return out
+	}
+	left := inSession()
+	if len(left) == 0 {
+		return
+	}
+	f.t.Logf("processes left in the session of the killed up (pid %d), its exec probes:\n%s", upPID, table(left, f.scanSpec()))
+	if _, ok := f.poll(probeBound, func() (bool, string) { return len(inSession()) == 0, "" }); ok {
+		return
+	}
+	left = inSession()
+	f.t.Errorf("processes of the killed up (pid %d) still running %s after it:\n%s", upPID, probeBound, table(left, f.scanSpec()))
+	for _, p := range left {
+		killPinned(p, time.Second)
+	}
 }
 
 // scanSpec is this fleet's scan: its folder, ports, marker, the tokens
@@ -311,6 +353,9 @@ func (f *fleet) scanSpec() scanSpec {
 	}
 	if f.up != nil {
 		s.actors[f.up.cmd.Process.Pid] = true
+	}
+	for _, pid := range f.deadUps {
+		s.actors[pid] = true
 	}
 	return s
 }

@@ -216,7 +216,7 @@ type scanSpec struct {
 	tokens  map[string]bool   // PROCFLEET_INSTANCE values seen in the fleet's records
 	exes    map[string]bool   // the packages' server executables
 	ignore  string            // procfleet's binary: its processes are the tool, not the fleet
-	actors  map[int]bool      // pids of live procfleet processes whose sessions hold its exec probes
+	actors  map[int]bool      // pids of the ups the test started: their sessions hold only exec probes
 	selfPID int
 }
 
