@@ -103,6 +103,38 @@ func FreePorts(t testing.TB, n int) []int {
 	return ports
 }
 
+// FreePortRange returns the first of n consecutive TCP ports on 127.0.0.1
+// that were all free a moment ago (the ports of n replicas: port, port+1,
+// ...). It holds them all open while it checks, and tries other ranges
+// (at most 100) when one is taken.
+func FreePortRange(t testing.TB, n int) int {
+	t.Helper()
+	for range 100 {
+		base := FreePort(t)
+		if base+n-1 > 65535 {
+			continue
+		}
+		var held []net.Listener
+		ok := true
+		for p := base; p < base+n && ok; p++ {
+			l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(p)))
+			if err != nil {
+				ok = false
+				break
+			}
+			held = append(held, l)
+		}
+		for _, l := range held {
+			l.Close()
+		}
+		if ok {
+			return base
+		}
+	}
+	t.Fatalf("find %d consecutive free ports: every range tried was taken", n)
+	return 0
+}
+
 // Main runs the server with the given flags and returns its exit code.
 //
 // Flags:
