@@ -69,8 +69,9 @@ func apiError(err error) error {
 	return err
 }
 
-// statusOf is Status restricted to names (all when empty); an unknown name
-// is an *UnknownNameError (api.ErrNotFound).
+// statusOf is Status restricted to names (all when empty; a server's
+// name stands for all its instances); an unknown name is an
+// *UnknownNameError (api.ErrNotFound).
 func (r *Reconciler) statusOf(names []string) (Status, error) {
 	st := r.Status()
 	if len(names) == 0 {
@@ -80,13 +81,18 @@ func (r *Reconciler) statusOf(names []string) (Status, error) {
 	for i, s := range st.Servers {
 		known[i] = s.Name
 	}
-	if err := checkNames(names, known); err != nil {
+	r.mu.Lock()
+	replicated := r.replicatedLocked()
+	r.mu.Unlock()
+	names, err := ExpandNames(names, known, replicated)
+	if err != nil {
 		return Status{}, err
 	}
 	out := Status{Errors: st.Errors, Servers: []ServerStatus{}}
 	for _, n := range names {
-		s, _ := st.Get(n)
-		out.Servers = append(out.Servers, s)
+		if s, ok := st.Get(n); ok {
+			out.Servers = append(out.Servers, s)
+		}
 	}
 	sort.Slice(out.Servers, func(i, j int) bool { return out.Servers[i].Name < out.Servers[j].Name })
 	return out, nil

@@ -69,9 +69,7 @@ func (r *Reconciler) Detail(_ context.Context, name string) (ServerDetail, error
 	}
 	r.mu.Unlock()
 	if !known {
-		if err := checkNames([]string{name}, names); err != nil {
-			return ServerDetail{}, err
-		}
+		return ServerDetail{}, unknownName(name, names, nil)
 	}
 	sd := r.cfg.StateDir
 	if sd == nil {

@@ -52,6 +52,16 @@
 //     its own goroutine, so independent servers start in parallel.
 //     dependsOn orders starts (dependents wait for Ready) and prunes and
 //     down (dependents stop first).
+//   - Replicas. The desired state is keyed by instance: "api", or
+//     "api-0" ... "api-<n-1>" for spec.replicas, each on its own port
+//     (spec.port + index), record, log and events file. Scaling down stops
+//     the instances beyond the count, in parallel; scaling up starts the
+//     new ones, touching no other; any other change replaces the replicas
+//     one at a time, in index order, each only while every other is
+//     Ready (a replica that is down already goes at once), so at most one
+//     is down; apply waits for the last. dependsOn waits for every
+//     instance. A server's name in a request stands for all its instances
+//     (ExpandNames).
 //   - Restarts follow restartPolicy and Backoff, pure arithmetic: an exit
 //     after 10 s of Ready restarts at once and resets the count; sooner,
 //     the first restart is immediate, the n-th waits 1 s x 2^(n-2), capped

@@ -77,26 +77,6 @@ func (e *UnknownNameError) Error() string {
 // Is makes an unknown name api.ErrNotFound for the API.
 func (e *UnknownNameError) Is(target error) bool { return target == api.ErrNotFound }
 
-// checkNames returns an *UnknownNameError for the first of names that is
-// not among known.
-func checkNames(names, known []string) error {
-	set := make(map[string]bool, len(known))
-	for _, k := range known {
-		set[k] = true
-	}
-	for _, n := range names {
-		if set[n] {
-			continue
-		}
-		e := &UnknownNameError{Name: n}
-		if best, near := spec.NearestName(n, known); near {
-			e.Nearest = best
-		}
-		return e
-	}
-	return nil
-}
-
 // Down stops the named servers, or every server with a record when names is
 // empty, without a running up (the caller holds the state folder's lock).
 // It is DownServers on a reconciler of its own: dependents first,
@@ -154,16 +134,14 @@ func (r *Reconciler) Down(ctx context.Context, names []string) (Status, error) {
 // maxDownWorkers bounds the parallel stops of one standalone down.
 const maxDownWorkers = 1024
 
-// downTargets is names checked against the known servers, or every server
-// with a record (or an untrusted one) when names is empty.
+// downTargets is names checked against the known servers (a server's
+// name standing for all its instances), or every server with a record (or
+// an untrusted one) when names is empty.
 func (r *Reconciler) downTargets(names []string) ([]string, error) {
-	all := r.names()
 	if len(names) > 0 {
-		if err := checkNames(names, all); err != nil {
-			return nil, err
-		}
-		return names, nil
+		return r.expandNames(names)
 	}
+	all := r.names()
 	if r.fw != nil {
 		return all, nil // under up: every server it knows
 	}

@@ -45,6 +45,9 @@ type testSpec struct {
 	extra   string // more YAML under spec:, indented by two spaces
 	noStamp bool
 	grace   int // terminationGracePeriodSeconds; 0 means 5
+	// replicas, when set, runs the server as that many instances on
+	// port, port+1, ..., each stamping <name>-<index>.stamp.
+	replicas *int
 }
 
 func newTestFleet(t *testing.T) *testFleet {
@@ -99,11 +102,15 @@ func (f *testFleet) write() {
 			b.WriteString("---\n")
 		}
 		args := append([]string{}, s.args...)
+		port, stamp := strconv.Itoa(s.port), f.stamp(n)
+		if s.replicas != nil {
+			port, stamp = "$(PORT)", f.stamp(n+"-$(PROCFLEET_REPLICA)")
+		}
 		if s.port > 0 {
-			args = append(args, "-port", strconv.Itoa(s.port))
+			args = append(args, "-port", port)
 		}
 		if !s.noStamp {
-			args = append(args, "-stamp", f.stamp(n))
+			args = append(args, "-stamp", stamp)
 		}
 		argv := testserver.Command(args...)
 		q := make([]string, len(argv))
@@ -123,6 +130,9 @@ func (f *testFleet) write() {
 		}
 		if len(s.deps) > 0 {
 			fmt.Fprintf(&b, "  dependsOn: [%s]\n", strings.Join(s.deps, ", "))
+		}
+		if s.replicas != nil {
+			fmt.Fprintf(&b, "  replicas: %d\n", *s.replicas)
 		}
 		if s.policy != "" {
 			fmt.Fprintf(&b, "  restartPolicy: %s\n", s.policy)

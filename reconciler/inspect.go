@@ -144,21 +144,21 @@ func (s *Snapshot) verify(ctx context.Context, recs []actuate.Record, probe bool
 	wg.Wait()
 }
 
-// readinessNow runs a server's readiness check once, as up does; a server
+// readinessNow runs an instance's readiness check once, as up does; one
 // no longer declared is checked on its recorded port.
 func (s *Snapshot) readinessNow(ctx context.Context, rec actuate.Record) *observe.ProbeResult {
-	var srv *spec.Server
+	var in *spec.Instance
 	if s.Fleet != nil {
-		srv, _ = s.Fleet.Get(rec.Name)
+		in, _ = s.Fleet.Instance(rec.Name)
 	}
-	if srv == nil {
+	if in == nil {
 		if rec.Port <= 0 {
 			return nil
 		}
 		r := observe.ProbeTCP(ctx, "", rec.Port, time.Second)
 		return &r
 	}
-	r, ok := ProbeOnce(ctx, srv, srv.Spec.EffectiveReadiness())
+	r, ok := ProbeOnce(ctx, in, ReadinessProbe(in))
 	if !ok {
 		return nil
 	}
@@ -226,11 +226,14 @@ func (s *Snapshot) Plan() []Action {
 // declared or recorded (or, when the files do not load, the ones up last
 // knew), each summarized by summarize.
 func (s *Snapshot) Status(now time.Time) Status {
-	declared := map[string]*spec.Server{}
+	declared := map[string]*spec.Instance{}
+	var instances map[string][]string
 	if s.Fleet != nil {
-		for i := range s.Fleet.Servers {
-			declared[s.Fleet.Servers[i].Metadata.Name] = &s.Fleet.Servers[i]
+		insts := s.Fleet.Instances()
+		for i := range insts {
+			declared[insts[i].Name] = &insts[i]
 		}
+		instances = instanceNamesOf(s.Fleet)
 	}
 	names := map[string]bool{}
 	for n := range declared {
@@ -250,10 +253,17 @@ func (s *Snapshot) Status(now time.Time) Status {
 		if ss, ok := s.Saved.Get(n); ok {
 			saved = &ss
 		}
-		_, isDeclared := declared[n]
-		in := summaryInput{Name: n, Declared: declared[n], Undeclared: s.Fleet != nil && !isDeclared,
+		inst, isDeclared := declared[n]
+		in := summaryInput{Name: n, Undeclared: s.Fleet != nil && !isDeclared,
 			Record: s.Records[n], Saved: saved, UpRunning: s.UpPID > 0}
-		st.Servers = append(st.Servers, summarize(in, now))
+		var d Desired
+		if isDeclared {
+			in.Declared, in.Port = inst.Server, inst.Port
+			d = Desired{Server: inst.Server, Instance: inst}
+		}
+		ss := summarize(in, now)
+		ss.setReplica(d, instances)
+		st.Servers = append(st.Servers, ss)
 	}
 	sort.Slice(st.Servers, func(i, j int) bool { return st.Servers[i].Name < st.Servers[j].Name })
 	var list spec.ErrorList
@@ -269,8 +279,10 @@ func (s *Snapshot) Status(now time.Time) Status {
 type summaryInput struct {
 	Name string
 	// Declared is the server in the fleet files; nil when not declared or
-	// when the files do not load.
+	// when the files do not load. Port is the declared instance's port
+	// (spec.port + index for a replica).
 	Declared *spec.Server
+	Port     int
 	// Undeclared: the files load and do not declare it.
 	Undeclared bool
 	// Record is its record as inspected; nil when it has none.
@@ -287,15 +299,16 @@ type summaryInput struct {
 // can know: Starting, CrashLoopBackOff, a PortConflict quarantine). It is a
 // pure function.
 func summarize(in summaryInput, now time.Time) ServerStatus {
-	ss := ServerStatus{Name: in.Name}
-	if in.Declared != nil {
-		ss.Port = in.Declared.Spec.Port
-	}
+	ss := ServerStatus{Name: in.Name, Port: in.Port}
 	saved := in.Saved
 	if saved != nil {
 		ss.Restarts, ss.LastExit = saved.Restarts, saved.LastExit
 		if ss.Port == 0 {
 			ss.Port = saved.Port
+		}
+		if in.Declared == nil && !in.Undeclared {
+			// The files do not load: what up last knew of it.
+			ss.ReplicaOf, ss.Index = saved.ReplicaOf, saved.Index
 		}
 	}
 	rv := in.Record

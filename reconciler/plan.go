@@ -78,12 +78,13 @@ const (
 	ReasonStoppedByUser = "StoppedByUser"
 )
 
-// Desired is one declared server as the plan sees it.
+// Desired is one declared instance as the plan sees it: a server without
+// replicas, or one replica of a server (keyed "api-1").
 type Desired struct {
+	// Server is the declared server the instance belongs to.
 	Server *spec.Server
-	// Instance is the server's one instance (command, args and env after
-	// envFile and $(NAME)); nil for a replicated server or when not
-	// loaded by spec.Load.
+	// Instance is the instance: its name, port, command, args and env
+	// after envFile and $(NAME); nil only when not made by desiredOf.
 	Instance *spec.Instance
 	// Hash is the instance's spec hash (Server.Hash() without one),
 	// computed once per fleet load.
@@ -123,6 +124,11 @@ type Observed struct {
 	Starting bool
 	// Ready: the readiness probe (or its default) passes.
 	Ready bool
+	// ReadyUnknown: not checked yet (adopted): neither Ready nor down.
+	ReadyUnknown bool
+	// Rollout is set for a replica that runs an older spec: what its
+	// rolling turn depends on.
+	Rollout *Rollout
 	// LivenessFailed: the liveness probe failed failureThreshold times.
 	LivenessFailed bool
 	// Exit is set when the last process of this server exited (or failed to
@@ -176,6 +182,8 @@ type Action struct {
 	Lifted string
 	// Quiet: a wait that is no news (a stop waiting for its dependents).
 	Quiet bool
+	// Rolling: a replica's replace waits for its turn (rollingWait).
+	Rolling bool
 }
 
 // Port re-checks of a PortConflict quarantine (DESIGN.md "Starting"): a
@@ -281,12 +289,16 @@ func planUndeclared(a Action, name string, o Observed, desired map[string]Desire
 		return a
 	}
 	a.Kind, a.Phase, a.Reason = ActionStop, PhaseStopping, "removed from the fleet files"
+	if why := scaledAway(name, desired); why != "" {
+		a.Reason = why
+	}
 	return a
 }
 
 // stoppingDependents lists, sorted, the running servers that depend on name
-// (as they were started) and are being stopped too: pruned, or held by down.
-// A server that stays declared is not waited for.
+// (as they were started; on its server, for a replica) and are being
+// stopped too: pruned, or held by down. A server that stays declared is
+// not waited for.
 func stoppingDependents(name string, desired map[string]Desired, observed map[string]Observed) []string {
 	var waiting []string
 	for other, oo := range observed {
@@ -297,8 +309,9 @@ func stoppingDependents(name string, desired map[string]Desired, observed map[st
 			continue
 		}
 		for _, dep := range oo.DependsOn {
-			if dep == name {
+			if dep == name || isReplicaOf(name, dep) {
 				waiting = append(waiting, other)
+				break
 			}
 		}
 	}
@@ -321,6 +334,15 @@ func planRunning(a Action, d Desired, o Observed) Action {
 		return a
 	}
 	if o.SpecHash != d.Hash {
+		if d.replicaOf() != "" && !o.Tracked {
+			// Its readiness decides its turn in the rolling replace.
+			a.Kind, a.Phase, a.Reason = ActionAdopt, PhaseRunning, "adopted: record proves ownership; a rolling replace follows"
+			return a
+		}
+		if why := rollingWait(d, o); why != "" {
+			a.Kind, a.Reason, a.Rolling = ActionWait, why, true
+			return a
+		}
 		a.Kind, a.Phase, a.Reason = ActionReplace, PhaseStopping, "spec changed"
 		a.Fresh = true
 		return a
@@ -371,7 +393,7 @@ func planNotRunning(a Action, name string, d Desired, o Observed, desired map[st
 
 	if o.PortHolder != "" {
 		a.Kind, a.Phase, a.QuarantineReason = ActionQuarantine, PhaseQuarantined, ReasonPortConflict
-		a.Message = fmt.Sprintf("port %d is held by %s; it starts once the port is free", d.Server.Spec.Port, o.PortHolder)
+		a.Message = fmt.Sprintf("port %d is held by %s; it starts once the port is free", d.port(), o.PortHolder)
 		a.Reason = joinReason(ReasonPortConflict, a.Message)
 		a.RequeueAfter = portRecheck(o.PortChecks)
 		return a

@@ -8,15 +8,16 @@ import (
 	"github.com/procfleet/procfleet/spec"
 )
 
-// probeFunc turns a declared probe into a check.
-func probeFunc(p *spec.Probe, srv *spec.Server) func(ctx context.Context) observe.ProbeResult {
+// probeFunc turns a probe of an instance into a check: a port left 0 is
+// the instance's, an exec probe runs in its folder with its environment.
+func probeFunc(p *spec.Probe, in *spec.Instance) func(ctx context.Context) observe.ProbeResult {
 	if p == nil {
 		return nil
 	}
 	timeout := p.Timeout()
 	port := func(n int) int {
 		if n == 0 {
-			return srv.Spec.Port
+			return in.Port
 		}
 		return n
 	}
@@ -33,7 +34,7 @@ func probeFunc(p *spec.Probe, srv *spec.Server) func(ctx context.Context) observ
 		}
 	case p.Exec != nil:
 		argv := append([]string(nil), p.Exec.Command...)
-		dir, env := srv.Spec.WorkingDir, envList(srv.Spec.Env)
+		dir, env := in.WorkingDir, in.EnvList()
 		return func(ctx context.Context) observe.ProbeResult {
 			return observe.ProbeExec(ctx, argv, dir, env, timeout)
 		}
@@ -41,16 +42,48 @@ func probeFunc(p *spec.Probe, srv *spec.Server) func(ctx context.Context) observ
 	return nil
 }
 
-// readinessCheck is the server's effective readiness check: its declared
-// probe, else TCP on its port, else nil ("running is ready").
-func readinessCheck(srv *spec.Server) func(ctx context.Context) observe.ProbeResult {
-	return probeFunc(srv.Spec.EffectiveReadiness(), srv)
+// readinessCheck is the instance's effective readiness check: its
+// declared probe, else TCP on its port, else nil ("running is ready").
+func readinessCheck(d Desired) func(ctx context.Context) observe.ProbeResult {
+	in := instanceFor(d)
+	return probeFunc(ReadinessProbe(in), in)
 }
 
-// ProbeOnce runs one probe of srv once, as up runs it; false when p is nil.
-// status and describe run readiness and liveness with it.
-func ProbeOnce(ctx context.Context, srv *spec.Server, p *spec.Probe) (observe.ProbeResult, bool) {
-	check := probeFunc(p, srv)
+// ReadinessProbe is the readiness probe in force for in: spec's
+// in.Readiness, except that the default one (a TCP connect, when none is
+// declared) goes to the instance's own port. spec gives every replica the
+// default probe of spec.port (ServerSpec.EffectiveReadiness), which would
+// call api-1 Ready as soon as api-0 listens; until spec resolves it, the
+// default is aimed here.
+func ReadinessProbe(in *spec.Instance) *spec.Probe {
+	p := in.Readiness
+	if p == nil || p.TCPSocket == nil || in.Port <= 0 || (in.Server != nil && in.Server.Spec.ReadinessProbe != nil) {
+		return p
+	}
+	c, tcp := *p, *p.TCPSocket
+	tcp.Port = in.Port
+	c.TCPSocket = &tcp
+	return &c
+}
+
+// instanceFor is d's instance; for a Desired made without one (tests), the
+// server's one instance as spec would make it.
+func instanceFor(d Desired) *spec.Instance {
+	if d.Instance != nil {
+		return d.Instance
+	}
+	f := spec.Fleet{Servers: []spec.Server{*d.Server}}
+	if insts := f.Instances(); len(insts) > 0 {
+		return &insts[0]
+	}
+	return &spec.Instance{Name: d.Server.Metadata.Name, Server: d.Server, Port: d.Server.Spec.Port}
+}
+
+// ProbeOnce runs one probe of an instance once, as up runs it (p is one of
+// in.Readiness, in.Liveness); false when p is nil. status and describe run
+// readiness and liveness with it.
+func ProbeOnce(ctx context.Context, in *spec.Instance, p *spec.Probe) (observe.ProbeResult, bool) {
+	check := probeFunc(p, in)
 	if check == nil {
 		return observe.ProbeResult{}, false
 	}
@@ -60,8 +93,13 @@ func ProbeOnce(ctx context.Context, srv *spec.Server, p *spec.Probe) (observe.Pr
 // startProbes runs the declared readiness and liveness probes of a tracked
 // server until it stops. A server without declared probes gets none: it
 // costs nothing between resyncs. Probes only post what they find.
-func (r *Reconciler) startProbes(ctx context.Context, s *server, srv *spec.Server, t *tracked) {
-	rp, lp := srv.Spec.ReadinessProbe, srv.Spec.LivenessProbe
+func (r *Reconciler) startProbes(ctx context.Context, s *server, d Desired, t *tracked) {
+	in := instanceFor(d)
+	var rp *spec.Probe
+	if d.Server.Spec.ReadinessProbe != nil {
+		rp = ReadinessProbe(in) // declared, its ports resolved
+	}
+	lp := in.Liveness
 	if rp == nil && lp == nil {
 		return
 	}
@@ -74,18 +112,18 @@ func (r *Reconciler) startProbes(ctx context.Context, s *server, srv *spec.Serve
 	r.replaceProbeCancel(s, cancel)
 	gen := s.gen
 	if rp != nil {
-		r.starts.Go(func() { r.runProbe(pctx, s.name, gen, rp, srv, false) })
+		r.starts.Go(func() { r.runProbe(pctx, s.name, gen, rp, in, false) })
 	}
 	if lp != nil {
-		r.starts.Go(func() { r.runProbe(pctx, s.name, gen, lp, srv, true) })
+		r.starts.Go(func() { r.runProbe(pctx, s.name, gen, lp, in, true) })
 	}
 }
 
 // runProbe runs one probe every period; readiness flips after
 // failureThreshold failures or successThreshold successes; liveness fails
 // after failureThreshold failures. Only flips are posted.
-func (r *Reconciler) runProbe(ctx context.Context, name string, gen uint64, p *spec.Probe, srv *spec.Server, liveness bool) {
-	check := probeFunc(p, srv)
+func (r *Reconciler) runProbe(ctx context.Context, name string, gen uint64, p *spec.Probe, in *spec.Instance, liveness bool) {
+	check := probeFunc(p, in)
 	failThreshold := p.FailureThreshold
 	if failThreshold <= 0 {
 		failThreshold = 3

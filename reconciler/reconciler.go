@@ -142,7 +142,7 @@ type Reconciler struct {
 	changeCh chan struct{}
 
 	mu      sync.Mutex
-	desired map[string]Desired
+	desired map[string]Desired // keyed by instance
 	fleet   *spec.Fleet
 	errs    spec.ErrorList
 	servers map[string]*server
@@ -164,6 +164,12 @@ type Reconciler struct {
 	holdsMu  sync.Mutex     // one writer of held.json at a time
 	fw       *FleetWatcher  // set by Run
 	starts   sync.WaitGroup // readiness waits, probers and exit-status looks in flight
+
+	// Replicas (replicas.go), guarded by mu: each declared server's
+	// instances in index order, and the replicas whose replace waits for
+	// its turn.
+	instances map[string][]string
+	rolling   map[string]bool
 }
 
 // server is the reconciler's memory of one server.
@@ -330,33 +336,21 @@ func (r *Reconciler) change(s *server, f func(st *state) ([]Event, error)) error
 
 // setDesired installs a fleet as the desired state.
 func (r *Reconciler) setDesired(f *spec.Fleet, errs spec.ErrorList) {
-	d := desiredOf(f, r.cfg.OneShot)
+	d, insts := desiredOf(f, r.cfg.OneShot), instanceNamesOf(f)
 	r.mu.Lock()
-	r.fleet, r.desired, r.errs = f, d, errs
+	r.fleet, r.desired, r.instances, r.errs = f, d, insts, errs
 	r.mu.Unlock()
 	r.kickStatus()
 }
 
-// desiredOf is the fleet as Plan reads it: each declared server with its
-// instance and spec hash.
+// desiredOf is the fleet as Plan reads it: each declared instance (a
+// server without replicas, or one replica) with its spec hash, by name.
 func desiredOf(f *spec.Fleet, oneShot bool) map[string]Desired {
-	d := make(map[string]Desired, len(f.Servers))
 	insts := f.Instances()
-	byName := make(map[string]*spec.Instance, len(insts))
+	d := make(map[string]Desired, len(insts))
 	for i := range insts {
-		if !insts[i].Replicated() {
-			byName[insts[i].Name] = &insts[i]
-		}
-	}
-	for i := range f.Servers {
-		s := &f.Servers[i]
-		dd := Desired{Server: s, OneShot: oneShot}
-		if in := byName[s.Metadata.Name]; in != nil {
-			dd.Instance, dd.Hash = in, in.Hash
-		} else {
-			dd.Hash = s.Hash()
-		}
-		d[s.Metadata.Name] = dd
+		in := &insts[i]
+		d[in.Name] = Desired{Server: in.Server, Instance: in, Hash: in.Hash, OneShot: oneShot}
 	}
 	return d
 }
@@ -370,11 +364,11 @@ func (r *Reconciler) Status() Status {
 	for _, s := range r.servers {
 		ss := s.st.status(s.name)
 		ss.Events = s.events.list()
+		d := r.desired[s.name]
 		if ss.Port == 0 {
-			if d, ok := r.desired[s.name]; ok && d.Server != nil {
-				ss.Port = d.Server.Spec.Port
-			}
+			ss.Port = d.port()
 		}
+		ss.setReplica(d, r.instances)
 		st.Servers = append(st.Servers, ss)
 	}
 	sort.Slice(st.Servers, func(i, j int) bool { return st.Servers[i].Name < st.Servers[j].Name })
@@ -508,16 +502,22 @@ func (r *Reconciler) enqueueAll() {
 	}
 }
 
-// enqueueDependents marks dirty every declared server that depends on name.
+// enqueueDependents marks dirty, once instance name is Ready, every
+// declared instance that depends on its server, and the replicas of its
+// server that wait for their rolling turn.
 func (r *Reconciler) enqueueDependents(name string) {
 	r.mu.Lock()
-	var deps []string
+	server := name
+	if d, ok := r.desired[name]; ok && d.Server != nil {
+		server = d.serverName()
+	}
+	deps := r.rollingWaitersLocked(server)
 	for n, d := range r.desired {
 		if d.Server == nil {
 			continue
 		}
 		for _, dep := range d.Server.Spec.DependsOn {
-			if dep == name {
+			if dep == server {
 				deps = append(deps, n)
 			}
 		}
@@ -839,7 +839,9 @@ func (r *Reconciler) settledAll(names []string, since uint64, began time.Time, m
 		}
 		if s := r.servers[n]; s == nil || s.st.phase == PhasePending {
 			for _, dep := range d.Server.Spec.DependsOn {
-				waitedOn[dep] = true
+				for _, in := range r.instanceNamesLocked(dep) {
+					waitedOn[in] = true
+				}
 			}
 		}
 	}
@@ -855,6 +857,10 @@ func (r *Reconciler) settledAll(names []string, since uint64, began time.Time, m
 			v.passed = s.lastPass > since
 			v.phase, v.ready = st.phase, st.isReady
 			v.running, v.starting = st.pid != 0 && st.phase != PhaseQuarantined, st.starting
+			v.outdated = v.declared && st.hash != "" && st.hash != d.Hash
+			if v.outdated {
+				v.blockedBy = r.rollingBlockerLocked(n, d)
+			}
 			v.exitsBeforeReady = st.exitsBeforeReady
 			v.exitedAfterReady = st.lastExitAfterReady && st.lastExit != nil && !st.lastExit.At.Before(began)
 			v.completed = st.phase == PhaseStopped && st.lastExit != nil && d.Server != nil && d.Server.Spec.RestartPolicy != spec.RestartAlways

@@ -40,6 +40,12 @@ type settleView struct {
 	toStop bool
 	// requested: a start or restart asked of it is not carried out yet.
 	requested bool
+	// outdated: it runs a spec other than the declared one (a replica
+	// waiting for its rolling turn); blockedBy names an instance of its
+	// server given up on (Failed, Quarantined), which that turn waits for
+	// in vain.
+	outdated  bool
+	blockedBy string
 }
 
 // settleVerdict is settled's answer for one server.
@@ -96,6 +102,10 @@ func settled(v settleView, mode settleMode) settleVerdict {
 		return failedBecause("exited twice before it was Ready")
 	case mode == settleWait && v.exitedAfterReady:
 		return failedBecause("exited after it was Ready")
+	case v.outdated && v.blockedBy != "":
+		return failedBecause("its rolling replace waits for " + v.blockedBy + ", which was given up on")
+	case v.outdated:
+		return pending
 	case v.phase == PhaseStopped && v.completed:
 		return ok
 	case mode == settleWait:

@@ -57,6 +57,12 @@ func TestSettled(t *testing.T) {
 		{"apply: pending", settleView{declared: true, passed: true, phase: PhasePending}, settleApply, pending},
 		{"apply: stopping (replace)", settleView{declared: true, passed: true, phase: PhaseStopping, running: true}, settleApply, pending},
 		{"apply: backing off", settleView{declared: true, passed: true, phase: PhaseCrashLoopBackOff}, settleApply, pending},
+
+		{"replica waiting for its rolling turn, apply", with(readyRunning, func(v *settleView) { v.outdated = true }), settleApply, pending},
+		{"replica waiting for its rolling turn, wait", with(readyRunning, func(v *settleView) { v.outdated = true }), settleWait, pending},
+		{"replica whose turn waits for one given up on", with(readyRunning, func(v *settleView) { v.outdated, v.blockedBy = true, "api-1" }), settleWait,
+			failedBecause("its rolling replace waits for api-1, which was given up on")},
+		{"replica waiting for its turn, down", with(running, func(v *settleView) { v.outdated, v.held = true, true }), settleDown, pending},
 	}
 	for _, tt := range tests {
 		if got := settled(tt.v, tt.mode); got != tt.want {

@@ -46,10 +46,12 @@ type state struct {
 	startHash  string
 	startBegan time.Time
 
-	// The process shown: tracked, or found from a record (quarantined).
+	// The process shown: tracked, or found from a record (quarantined);
+	// hash is the spec hash it runs (tracked only).
 	pid       int
 	port      int
 	startedAt time.Time
+	hash      string
 
 	portHolder string
 	// portChecks counts the re-checks of a held port (PortConflict).
@@ -208,7 +210,7 @@ func (s *state) setReady(ready bool, reason, message string, now time.Time) bool
 
 // noProcess forgets the process shown.
 func (s *state) noProcess() {
-	s.pid, s.port, s.startedAt = 0, 0, time.Time{}
+	s.pid, s.port, s.startedAt, s.hash = 0, 0, time.Time{}, ""
 }
 
 // startInput is what a start needs to know.
@@ -254,7 +256,7 @@ func (s *state) becameReady(name string, in readyInput) ([]Event, error) {
 		return nil, err
 	}
 	s.starting = false
-	s.pid, s.port, s.startedAt = in.rec.PID, in.rec.Port, in.rec.StartedAt
+	s.pid, s.port, s.startedAt, s.hash = in.rec.PID, in.rec.Port, in.rec.StartedAt, in.rec.SpecHash
 	s.recordErr, s.rewrite = "", false
 	s.message = ""
 	s.everReady = true
@@ -330,8 +332,11 @@ func (s *state) adopt(name string, rec actuate.Record, now time.Time) ([]Event, 
 	s.portHolder, s.portChecks = "", 0
 	s.livenessFailed, s.starting = false, false
 	s.message = ""
-	s.pid, s.port, s.startedAt = rec.PID, rec.Port, rec.StartedAt
+	s.pid, s.port, s.startedAt, s.hash = rec.PID, rec.Port, rec.StartedAt, rec.SpecHash
 	s.setReady(false, "Adopted", "readiness not checked yet", now)
+	if s.ready.Status != ConditionUnknown { // not known until checked
+		s.ready.Status, s.ready.LastTransitionTime = ConditionUnknown, now
+	}
 	s.setPhase(PhaseRunning, "adopted")
 	return []Event{ev(EventNormal, ReasonAdopted, fmt.Sprintf("adopted pid %d (%s)", rec.PID, rec.StartedAt.Format(time.RFC3339)))}, nil
 }

@@ -31,6 +31,10 @@ type ServerStatus struct {
 	Message    string      `json:"message"`
 	LastExit   *LastExit   `json:"lastExit"`
 	Conditions []Condition `json:"conditions"`
+	// ReplicaOf and Index are set for a replica of a server with
+	// spec.replicas ("api-1": "api", 1), and left out otherwise.
+	ReplicaOf string `json:"replicaOf,omitempty"`
+	Index     *int   `json:"index,omitempty"`
 	// Events are the server's recent events, oldest first (not written to
 	// status.json).
 	Events []Event `json:"-"`

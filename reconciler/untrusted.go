@@ -72,8 +72,8 @@ func untrustedGone(ue *actuate.UntrustedRecordError, d Desired) (string, bool) {
 	var port int
 	var argv []string
 	if d.Server != nil {
-		port = d.Server.Spec.Port
-		argv = append(append(argv, d.Server.Spec.Command...), d.Server.Spec.Args...)
+		in := instanceFor(d)
+		port, argv = in.Port, in.Argv()
 	}
 	if holder := PortHolder(port); holder != "" {
 		return fmt.Sprintf("port %d is held by %s", port, holder), false

@@ -140,7 +140,8 @@ func (r *Reconciler) take(_ context.Context, verb Verb, names []string) (*Reques
 	if !acting {
 		return nil, fmt.Errorf("%s: the reconciler is not running", verb)
 	}
-	if err := checkNames(names, r.names()); err != nil {
+	names, err := r.expandNames(names)
+	if err != nil {
 		return nil, err
 	}
 	names = slices.Compact(slices.Sorted(slices.Values(names)))
@@ -153,7 +154,7 @@ func (r *Reconciler) take(_ context.Context, verb Verb, names []string) (*Reques
 		r.mu.Unlock()
 		return nil, err
 	}
-	q := &Request{r: r, Verb: verb, Names: names, Targets: withDependencies(names, r.desired), since: r.passes, began: now}
+	q := &Request{r: r, Verb: verb, Names: names, Targets: withDependencies(names, r.desired, r.instances), since: r.passes, began: now}
 	save := r.liftLocked(q.Targets)
 	for _, n := range q.Targets {
 		r.reqSeq++
@@ -228,8 +229,9 @@ func (r *Reconciler) takeStop(targets []string, persist bool) *Request {
 }
 
 // withDependencies is names and everything they depend on, transitively,
-// in the declared fleet, sorted.
-func withDependencies(names []string, desired map[string]Desired) []string {
+// in the declared fleet, sorted; a dependency on a server with replicas
+// is one on each of its instances.
+func withDependencies(names []string, desired map[string]Desired, instances map[string][]string) []string {
 	set := map[string]bool{}
 	var visit func(string)
 	visit = func(n string) {
@@ -239,7 +241,13 @@ func withDependencies(names []string, desired map[string]Desired) []string {
 		set[n] = true
 		if d, ok := desired[n]; ok && d.Server != nil {
 			for _, dep := range d.Server.Spec.DependsOn {
-				visit(dep)
+				insts, ok := instances[dep]
+				if !ok {
+					insts = []string{dep}
+				}
+				for _, in := range insts {
+					visit(in)
+				}
 			}
 		}
 	}

@@ -172,11 +172,11 @@ func TestWithDependencies(t *testing.T) {
 		"cache": {Server: srv("cache", spec.RestartAlways, "db")},
 		"other": {Server: srv("other", spec.RestartAlways)},
 	}
-	got := withDependencies([]string{"web"}, desired)
+	got := withDependencies([]string{"web"}, desired, nil)
 	if diff := cmp.Diff([]string{"api", "cache", "db", "web"}, got); diff != "" {
 		t.Errorf("withDependencies(web) (-want +got):\n%s", diff)
 	}
-	got = withDependencies([]string{"db", "gone"}, desired)
+	got = withDependencies([]string{"db", "gone"}, desired, nil)
 	if diff := cmp.Diff([]string{"db", "gone"}, got); diff != "" {
 		t.Errorf("withDependencies(db, gone) (-want +got):\n%s", diff)
 	}

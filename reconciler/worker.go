@@ -113,6 +113,7 @@ func (r *Reconciler) reconcile(ctx context.Context, name string) (Result, error)
 	observed := r.observedFor(name, ob.obs, desired, declared && !d.Held)
 	a := PlanServer(name, desired, observed)
 	log.V(1).Info("Planned", "action", a.Kind.String(), "reason", a.Reason, "phase", a.Phase.String())
+	r.noteRolling(name, a.Rolling)
 	res, aerr := r.apply(ctx, s, d, a, ob)
 	if aerr != nil && err == nil {
 		err = aerr
@@ -148,23 +149,28 @@ func withHeld(m map[string]Desired, held map[string]bool) map[string]Desired {
 	return out
 }
 
-// observedFor builds the observed map Plan reads: this server, the
-// readiness of its dependencies, and (for a server being stopped: pruned,
-// or held by down, declared false) the other servers still running.
+// observedFor builds the observed map Plan reads: this server (with its
+// Rollout when a rolling replace must take its turn), the readiness of
+// its dependencies (every instance of each), and
+// (for a server being stopped: pruned, or held by down, declared false)
+// the other servers still running.
 func (r *Reconciler) observedFor(name string, self Observed, desired map[string]Desired, declared bool) map[string]Observed {
-	m := map[string]Observed{name: self}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if declared {
-		if d := desired[name]; d.Server != nil {
+		d := desired[name]
+		if d.Server != nil && rollingTurn(d, self) {
+			self.Rollout = r.rolloutLocked(d, desired)
+		}
+		m := map[string]Observed{name: self}
+		if d.Server != nil {
 			for _, dep := range d.Server.Spec.DependsOn {
-				if s := r.servers[dep]; s != nil {
-					m[dep] = Observed{Ready: s.st.isReady && s.st.pid != 0 && s.st.phase == PhaseRunning}
-				}
+				m[dep] = Observed{Ready: r.readyLocked(dep)}
 			}
 		}
 		return m
 	}
+	m := map[string]Observed{name: self}
 	for n, s := range r.servers {
 		if n == name || s.st.pid == 0 || s.st.phase == PhaseQuarantined {
 			continue
@@ -245,7 +251,7 @@ func (r *Reconciler) started(ctx context.Context, s *server, d Desired, running 
 		return st.becameReady(s.name, readyInput{rec: running.Record, now: r.clock.Now()})
 	})
 	r.exits.Watch(running.Handle, func() { r.queue.Add(s.name) })
-	r.startProbes(ctx, s, d.Server, t)
+	r.startProbes(ctx, s, d, t)
 	r.enqueueDependents(s.name)
 	if s.recordLost != "" {
 		msg := s.recordLost
@@ -290,6 +296,7 @@ func (r *Reconciler) observe(ctx context.Context, s *server, d Desired) (observa
 	o := &ob.obs
 	o.Phase = st.phase
 	o.Ready = st.isReady
+	o.ReadyUnknown = st.ready.Status == ConditionUnknown
 	o.LivenessFailed = st.livenessFailed
 	o.ExitsBeforeReady = st.exitsBeforeReady
 	if st.exitPending {
@@ -301,7 +308,7 @@ func (r *Reconciler) observe(ctx context.Context, s *server, d Desired) (observa
 	if st.portHolder != "" && o.Ownership == OwnNone && d.Server != nil {
 		// A cheap read of the socket tables: the server starts as soon as
 		// the holder lets go (Plan re-checks with backoff).
-		o.PortHolder = PortHolder(d.Server.Spec.Port)
+		o.PortHolder = PortHolder(d.port())
 		o.PortChecks = st.portChecks
 	}
 	return ob, nil
@@ -751,7 +758,7 @@ func (r *Reconciler) adopt(ctx context.Context, s *server, d Desired, rec actuat
 	// Readiness is checked off the worker until it passes (the process may
 	// have been adopted mid-start), with backoff from 100 ms to 5 s; then
 	// only declared probes go on.
-	ready := readinessCheck(d.Server)
+	ready := readinessCheck(d)
 	pctx, cancel := context.WithCancel(ctx)
 	r.replaceProbeCancel(s, cancel)
 	r.starts.Go(func() {
@@ -774,7 +781,7 @@ func (r *Reconciler) adopt(ctx context.Context, s *server, d Desired, rec actuat
 			wait = min(2*wait, 5*time.Second)
 		}
 	})
-	r.startProbes(ctx, s, d.Server, t)
+	r.startProbes(ctx, s, d, t)
 	return err
 }
 
@@ -789,25 +796,23 @@ func (r *Reconciler) replaceProbeCancel(s *server, cancel context.CancelFunc) {
 	s.probeCancel = cancel
 }
 
-// startRequest turns a declared server into what actuate needs: its
-// instance's command, args and environment (envFile and $(NAME) resolved)
-// when it has one.
+// startRequest turns a declared instance into what actuate needs: its
+// name, port, command, args and environment (envFile and $(NAME)
+// resolved).
 func startRequest(d Desired) actuate.StartRequest {
 	srv := d.Server
 	req := actuate.StartRequest{
 		Name: srv.Metadata.Name, Argv: srv.Spec.Argv(), Dir: srv.Spec.WorkingDir,
-		Env: envList(srv.Spec.Env), Port: srv.Spec.Port, SpecHash: d.Hash,
+		Env: envList(srv.Spec.Env), Port: d.port(), SpecHash: d.Hash,
 		StartupTimeout: srv.Spec.StartupTimeout(), Grace: srv.Spec.TerminationGracePeriod(),
 		KillTimeout: srv.Spec.KillTimeout(), ReadyPeriod: startupReadyPeriod,
 	}
 	if in := d.Instance; in != nil {
-		req.Argv, req.Env, req.Dir = in.Argv(), in.EnvList(), in.WorkingDir
+		req.Name, req.Argv, req.Env, req.Dir = in.Name, in.Argv(), in.EnvList(), in.WorkingDir
 	}
+	req.Ready = readinessCheck(d)
 	if p := srv.Spec.ReadinessProbe; p != nil {
-		req.Ready = probeFunc(p, srv)
 		req.ReadyPeriod = min(p.Period(), 100*time.Millisecond)
-	} else {
-		req.Ready = readinessCheck(srv)
 	}
 	return req
 }
@@ -863,11 +868,11 @@ func (r *Reconciler) startFailed(s *server, d Desired, err error) error {
 		se = &actuate.StartError{Name: s.name, Reason: actuate.ReasonFailed, ExitCode: -1, Message: "start", Err: err}
 	}
 	if se.Reason == actuate.ReasonPortConflict {
-		holder := PortHolder(d.Server.Spec.Port)
+		holder := PortHolder(d.port())
 		if holder == "" {
 			holder = fmt.Sprintf("pids %v", se.HolderPIDs)
 		}
-		msg := fmt.Sprintf("port %d is held by %s; it starts once the port is free", d.Server.Spec.Port, holder)
+		msg := fmt.Sprintf("port %d is held by %s; it starts once the port is free", d.port(), holder)
 		return r.change(s, func(st *state) ([]Event, error) {
 			return st.quarantined(s.name, quarantineInput{reason: ReasonPortConflict, message: msg, holder: holder}, now)
 		})
@@ -1005,7 +1010,8 @@ func (r *Reconciler) stop(ctx context.Context, s *server, d Desired, a Action, r
 }
 
 // stopDone tells the servers a stop may have held back (a pruned or held
-// dependency waits for its dependents) that it has ended.
+// dependency waits for its dependents; a replica waits for its rolling
+// turn while another is not Ready) that it has ended.
 func (r *Reconciler) stopDone(name string, deps []string) {
 	r.mu.Lock()
 	if r.stopping != nil {
@@ -1014,8 +1020,9 @@ func (r *Reconciler) stopDone(name string, deps []string) {
 			delete(r.stopping, name)
 		}
 	}
-	r.mu.Unlock()
-	for _, dep := range deps {
-		r.queue.Add(dep)
+	if d, ok := r.desired[name]; ok && d.replicaOf() != "" {
+		deps = append(deps, r.rollingWaitersLocked(d.replicaOf())...)
 	}
+	r.mu.Unlock()
+	r.enqueueServers(deps)
 }

@@ -68,19 +68,41 @@ It works with or without a running up, and changes nothing.`,
 	return cmd
 }
 
+// runDescribe describes the server called name; a server with replicas is
+// described instance by instance.
 func runDescribe(ctx context.Context, opts *globalOptions, name string, w io.Writer) error {
 	v, err := viewFleet(ctx, opts, lookDetail)
 	if err != nil {
 		return fmt.Errorf("describe: %w", err)
 	}
-	if _, err := v.only([]string{name}); err != nil {
+	st, err := v.only([]string{name})
+	if err != nil {
 		return fmt.Errorf("describe: %w", err)
 	}
-	st, _ := v.Status.Get(name)
-	var decl *spec.Server
+	if len(st.Servers) == 0 {
+		_, err := fmt.Fprintf(w, "%s: no instances (spec.replicas is 0)\n", name)
+		return err
+	}
+	for i, ss := range st.Servers {
+		if i > 0 {
+			if _, err := fmt.Fprintf(w, "\n---\n\n"); err != nil {
+				return err
+			}
+		}
+		if err := describeOne(ctx, v, ss, w); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// describeOne describes one instance (a server, or a replica).
+func describeOne(ctx context.Context, v *fleetView, st reconciler.ServerStatus, w io.Writer) error {
+	name := st.Name
+	var decl *spec.Instance
 	snap := v.Snap
 	if snap.Fleet != nil {
-		decl, _ = snap.Fleet.Get(name)
+		decl, _ = snap.Fleet.Instance(name)
 	}
 	d := describer{w: w, now: time.Now()}
 	d.status(st, v.Live)
@@ -119,6 +141,9 @@ func (d *describer) field(indent int, key, value string) {
 
 func (d *describer) status(st reconciler.ServerStatus, live bool) {
 	d.field(0, "Name", st.Name)
+	if st.ReplicaOf != "" && st.Index != nil {
+		d.field(0, "Replica", fmt.Sprintf("%d of %s", *st.Index, st.ReplicaOf))
+	}
 	phase := st.Phase.String()
 	if st.Ready {
 		phase += " (Ready)"
@@ -145,9 +170,9 @@ func (d *describer) status(st reconciler.ServerStatus, live bool) {
 	d.field(0, "Source", src)
 }
 
-func (d *describer) spec(s *spec.Server, loaded bool) {
+func (d *describer) spec(in *spec.Instance, loaded bool) {
 	d.printf("\nSpec:\n")
-	if s == nil {
+	if in == nil {
 		if loaded {
 			d.printf("  (not in the fleet files: 'procfleet apply' or a running up stops it)\n")
 		} else {
@@ -155,7 +180,7 @@ func (d *describer) spec(s *spec.Server, loaded bool) {
 		}
 		return
 	}
-	sp := s.Spec
+	s, sp := in.Server, in.Server.Spec
 	if s.Source.File != "" {
 		d.field(2, "File", fmt.Sprintf("%s:%d", s.Source.File, s.Source.Line))
 	}
@@ -168,19 +193,26 @@ func (d *describer) spec(s *spec.Server, loaded bool) {
 		}
 		d.field(2, "Env", strings.Join(names, ", ")+" (values not shown)")
 	}
-	d.field(2, "Port", dash(sp.Port))
+	port := dash(in.Port)
+	if in.Replicated() && in.Port > 0 {
+		port = fmt.Sprintf("%d (spec.port %d + index %d)", in.Port, sp.Port, in.Index)
+	}
+	d.field(2, "Port", port)
+	if sp.Replicas != nil {
+		d.field(2, "Replicas", strconv.Itoa(*sp.Replicas))
+	}
 	d.field(2, "Restart", string(sp.RestartPolicy))
 	if len(sp.DependsOn) > 0 {
 		d.field(2, "Depends on", strings.Join(sp.DependsOn, ", "))
 	}
-	ready := probeText(sp.EffectiveReadiness(), sp.Port)
-	if sp.ReadinessProbe == nil && sp.Port > 0 {
+	ready := probeText(reconciler.ReadinessProbe(in), in.Port)
+	if sp.ReadinessProbe == nil && in.Port > 0 {
 		ready += " (default: the port accepts TCP)"
 	}
 	d.field(2, "Readiness", ready)
-	d.field(2, "Liveness", probeText(sp.LivenessProbe, sp.Port))
+	d.field(2, "Liveness", probeText(in.Liveness, in.Port))
 	d.field(2, "Timeouts", fmt.Sprintf("startup %s, grace %s, kill %s", sp.StartupTimeout(), sp.TerminationGracePeriod(), sp.KillTimeout()))
-	d.field(2, "Spec hash", s.Hash())
+	d.field(2, "Spec hash", in.Hash)
 }
 
 // probeText describes a probe in one line.
@@ -217,7 +249,7 @@ func probeText(p *spec.Probe, port int) string {
 	return fmt.Sprintf("%s every %s, timeout %s, delay %s, failure threshold %d", what, p.Period(), p.Timeout(), p.InitialDelay(), fail)
 }
 
-func (d *describer) record(ob *reconciler.RecordView, decl *spec.Server) {
+func (d *describer) record(ob *reconciler.RecordView, decl *spec.Instance) {
 	d.printf("\nRecord:\n")
 	if ob == nil {
 		d.printf("  (none: procfleet runs no process for this server)\n")
@@ -242,7 +274,7 @@ func (d *describer) record(ob *reconciler.RecordView, decl *spec.Server) {
 	d.field(2, "Started at", r.StartedAt.Format(time.RFC3339))
 	hash := r.SpecHash
 	if decl != nil {
-		if decl.Hash() == r.SpecHash {
+		if decl.Hash == r.SpecHash {
 			hash += " (matches the fleet files)"
 		} else {
 			hash += " (differs from the fleet files: 'procfleet apply' replaces it; 'procfleet diff' says which fields)"
@@ -287,7 +319,7 @@ func processText(id observe.Identity) string {
 	return fmt.Sprintf("%s, ppid %d, pgid %d, sid %d, uid %d", id.State, id.PPID, id.PGID, id.SID, id.UID)
 }
 
-func (d *describer) probes(ctx context.Context, decl *spec.Server, ob *reconciler.RecordView) {
+func (d *describer) probes(ctx context.Context, decl *spec.Instance, ob *reconciler.RecordView) {
 	d.printf("\nProbes (run now):\n")
 	if ob == nil || ob.Verdict != actuate.VerdictOwned || ob.Untrusted != nil || ob.Newer != nil {
 		d.printf("  (not run: no process of this server is running)\n")
@@ -309,8 +341,8 @@ func (d *describer) probes(ctx context.Context, decl *spec.Server, ob *reconcile
 		d.field(2, kind, fmt.Sprintf("%s in %s%s", res, r.Duration.Round(time.Microsecond*100), msg))
 	}
 	show("Readiness", ob.Ready)
-	if decl != nil && decl.Spec.LivenessProbe != nil {
-		if r, ok := reconciler.ProbeOnce(ctx, decl, decl.Spec.LivenessProbe); ok {
+	if decl != nil && decl.Liveness != nil {
+		if r, ok := reconciler.ProbeOnce(ctx, decl, decl.Liveness); ok {
 			show("Liveness", &r)
 		}
 	}

@@ -159,6 +159,8 @@ func TestSameRowCoversTheRow(t *testing.T) {
 		},
 		"Conditions": func(s *reconciler.ServerStatus) { s.Conditions = nil },
 		"Events":     func(s *reconciler.ServerStatus) { s.Events = []reconciler.Event{{Reason: "Started"}} },
+		"ReplicaOf":  func(s *reconciler.ServerStatus) { s.ReplicaOf = "api" },
+		"Index":      func(s *reconciler.ServerStatus) { i := 1; s.Index = &i },
 	}
 	typ := reflect.TypeOf(base)
 	for i := range typ.NumField() {
