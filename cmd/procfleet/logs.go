@@ -70,10 +70,6 @@ func runLogs(cmd *cobra.Command, opts *globalOptions, lo *logsOptions, name stri
 		return fmt.Errorf("logs %s: server %q has no log at %s: it has not run with this state folder (--state-dir or $%s choose another)",
 			name, name, live, stateDirEnv)
 	}
-	rotated := files
-	if liveExists {
-		rotated = files[:len(files)-1]
-	}
 	out := cmd.OutOrStdout()
 
 	if !lo.follow {
@@ -87,25 +83,6 @@ func runLogs(cmd *cobra.Command, opts *globalOptions, lo *logsOptions, name stri
 		return logfile.Cat(out, files)
 	}
 
-	// Follow: first what precedes the live file's part, then the live file
-	// from Follow's own starting point.
-	if lo.tail >= 0 {
-		liveLines, err := logfile.Tail(live, lo.tail)
-		if err != nil {
-			return fmt.Errorf("logs %s: %w", name, err)
-		}
-		if need := lo.tail - len(liveLines); need > 0 {
-			lines, err := logfile.TailFiles(rotated, need)
-			if err != nil {
-				return fmt.Errorf("logs %s: %w", name, err)
-			}
-			if err := printLines(out, lines); err != nil {
-				return err
-			}
-		}
-	} else if err := logfile.Cat(out, rotated); err != nil {
-		return err
-	}
 	err = logfile.Follow(cmd.Context(), live, out, logfile.FollowOptions{Lines: lo.tail, Log: opts.Logger()})
 	if err != nil {
 		return fmt.Errorf("logs %s: %w", name, err)

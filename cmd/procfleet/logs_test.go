@@ -117,7 +117,7 @@ func TestLogsFollow(t *testing.T) {
 		done <- run(ctx, []string{"logs", "api", "-f", "--tail", "4", "--state-dir", dir}, out, &stderr)
 	}()
 
-	out.WaitFor(t, "two\nthree\nfour\nfive")
+	out.WaitFor(t, "two\nthree\nfour\n") // "five" waits for its line feed
 	fmt.Fprint(w, " (end)\nsix\n")
 	out.WaitFor(t, "six\n")
 	if err := logfile.Rotate(live, logfile.Options{}); err != nil {

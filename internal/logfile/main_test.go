@@ -28,10 +28,19 @@ func writerMain(count string) int {
 	}
 	// Optional pacing: stdin delivers one byte per batch to write when
 	// PROCFLEET_LOGFILE_TEST_BATCH is set.
+	// With batches and PROCFLEET_LOGFILE_TEST_ACK set, a byte on descriptor
+	// 3 says that a batch is written.
 	batch, _ := strconv.Atoi(os.Getenv("PROCFLEET_LOGFILE_TEST_BATCH"))
 	in := bufio.NewReader(os.Stdin)
+	var ack *os.File
+	if os.Getenv("PROCFLEET_LOGFILE_TEST_ACK") != "" {
+		ack = os.NewFile(3, "ack")
+	}
 	for i := 0; i < n; i++ {
 		if batch > 0 && i%batch == 0 {
+			if i > 0 && ack != nil {
+				_, _ = ack.Write([]byte{'.'})
+			}
 			if _, err := in.ReadByte(); err != nil {
 				return 0
 			}
@@ -39,6 +48,9 @@ func writerMain(count string) int {
 		if _, err := fmt.Fprintf(os.Stdout, "%08d %s\n", i, "the quick brown fox jumps"); err != nil {
 			return 3
 		}
+	}
+	if batch > 0 && ack != nil {
+		_, _ = ack.Write([]byte{'.'})
 	}
 	return 0
 }

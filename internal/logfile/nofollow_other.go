@@ -2,5 +2,8 @@
 
 package logfile
 
-// noFollow is not available here.
-const noFollow = 0
+// noFollow and noBlock are not available here.
+const (
+	noFollow = 0
+	noBlock  = 0
+)

@@ -4,6 +4,10 @@ package logfile
 
 import "syscall"
 
-// noFollow makes an open fail on a symlink: a log path is never followed
-// out of the state folder.
-const noFollow = syscall.O_NOFOLLOW
+// noFollow makes an open fail on a symlink, so a log path is never followed
+// out of the state folder; noBlock makes opening a FIFO return at once
+// instead of waiting for a writer.
+const (
+	noFollow = syscall.O_NOFOLLOW
+	noBlock  = syscall.O_NONBLOCK
+)

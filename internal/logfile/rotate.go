@@ -102,7 +102,7 @@ func RotateDir(dir string, opts Options) ([]string, error) {
 // while its writers keep their O_APPEND descriptors (see the package doc for
 // what is guaranteed). An empty or missing log is left alone.
 func Rotate(path string, opts Options) error {
-	f, err := os.OpenFile(path, os.O_RDWR|noFollow, 0)
+	f, err := os.OpenFile(path, os.O_RDWR|noFollow|noBlock, 0)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil
 	}
@@ -135,7 +135,7 @@ func Rotate(path string, opts Options) error {
 	if err := shift(path, opts.keep()); err != nil {
 		return err
 	}
-	out, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC|noFollow, fileMode)
+	out, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC|noFollow|noBlock, fileMode)
 	if err != nil {
 		return fmt.Errorf("rotate log %s: %w", path, err)
 	}

@@ -99,6 +99,14 @@ func TestRotateRecoversInterruptedCopy(t *testing.T) {
 // batch lines per byte sent to the returned stdin.
 func startWriter(t *testing.T, path string, lines, batch int) (*exec.Cmd, *os.File) {
 	t.Helper()
+	cmd, stdin, _ := startWriterAck(t, path, lines, batch, false)
+	return cmd, stdin
+}
+
+// startWriterAck is startWriter; with ack (and batch > 0), the writer
+// sends a byte on the returned ack once each batch is written.
+func startWriterAck(t *testing.T, path string, lines, batch int, ack bool) (*exec.Cmd, *os.File, *os.File) {
+	t.Helper()
 	logf, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
 	if err != nil {
 		t.Fatal(err)
@@ -112,7 +120,7 @@ func startWriter(t *testing.T, path string, lines, batch int) (*exec.Cmd, *os.Fi
 	cmd.Env = append(os.Environ(), writerEnv+"="+strconv.Itoa(lines), "PROCFLEET_LOGFILE_TEST_BATCH="+strconv.Itoa(batch))
 	cmd.Stdout = logf
 	cmd.Stderr = os.Stderr
-	var stdin *os.File
+	var stdin, ackR *os.File
 	if batch > 0 {
 		r, w, err := os.Pipe()
 		if err != nil {
@@ -123,6 +131,17 @@ func startWriter(t *testing.T, path string, lines, batch int) (*exec.Cmd, *os.Fi
 		t.Cleanup(func() { w.Close() })
 		defer r.Close()
 	}
+	if ack {
+		r, w, err := os.Pipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		cmd.ExtraFiles = []*os.File{w}
+		cmd.Env = append(cmd.Env, "PROCFLEET_LOGFILE_TEST_ACK=1")
+		ackR = r
+		t.Cleanup(func() { r.Close() })
+		defer w.Close()
+	}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -130,7 +149,7 @@ func startWriter(t *testing.T, path string, lines, batch int) (*exec.Cmd, *os.Fi
 		_ = cmd.Process.Kill()
 		_ = cmd.Wait()
 	})
-	return cmd, stdin
+	return cmd, stdin, ackR
 }
 
 // parseLines checks that every line of content is a whole writer line and

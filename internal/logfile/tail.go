@@ -16,15 +16,11 @@ const tailChunk = 64 << 10
 // feeds; a last line without a line feed counts as a line. It reads
 // backwards from the end, so its cost follows n, not the file's size.
 func Tail(path string, n int) ([]string, error) {
-	f, err := os.OpenFile(path, os.O_RDONLY|noFollow, 0)
+	f, fi, err := openLog(path)
 	if err != nil {
-		return nil, fmt.Errorf("tail %s: %w", path, err)
+		return nil, fmt.Errorf("tail: %w", err)
 	}
 	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return nil, fmt.Errorf("tail %s: %w", path, err)
-	}
 	start, err := tailOffset(f, fi.Size(), n)
 	if err != nil {
 		return nil, fmt.Errorf("tail %s: %w", path, err)
@@ -37,21 +33,32 @@ func Tail(path string, n int) ([]string, error) {
 }
 
 // TailFiles returns the last n lines of the files taken as one stream, the
-// oldest file first (as Files lists them): the live log, and as much of the
-// rotated copies as n needs. Missing files are skipped.
+// oldest file first (as Files lists them): a line that a rotation split
+// between a copy and the next file is returned whole. Missing files are
+// skipped.
 func TailFiles(paths []string, n int) ([]string, error) {
-	var lines []string
-	for i := len(paths) - 1; i >= 0 && len(lines) < n; i-- {
-		more, err := Tail(paths[i], n-len(lines))
+	var parts joined
+	for _, path := range paths {
+		f, fi, err := openLog(path)
 		if errors.Is(err, os.ErrNotExist) {
 			continue
 		}
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("tail: %w", err)
 		}
-		lines = append(more, lines...)
+		defer f.Close()
+		parts = append(parts, part{r: f, size: fi.Size()})
 	}
-	return lines, nil
+	size := parts.size()
+	start, err := tailOffset(parts, size, n)
+	if err != nil {
+		return nil, fmt.Errorf("tail %s: %w", paths[len(paths)-1], err)
+	}
+	data := make([]byte, size-start)
+	if _, err := parts.ReadAt(data, start); err != nil && !errors.Is(err, io.EOF) {
+		return nil, fmt.Errorf("tail %s: %w", paths[len(paths)-1], err)
+	}
+	return splitLines(data), nil
 }
 
 // splitLines splits data at line feeds; a final line feed ends the last
@@ -125,12 +132,12 @@ func endsWith(f io.ReaderAt, off int64, want []byte) bool {
 // symlink; a file gone meanwhile (rotated away) is skipped.
 func Cat(w io.Writer, paths []string) error {
 	for _, path := range paths {
-		f, err := os.OpenFile(path, os.O_RDONLY|noFollow, 0)
+		f, _, err := openLog(path)
 		if errors.Is(err, os.ErrNotExist) {
 			continue
 		}
 		if err != nil {
-			return fmt.Errorf("read log %s: %w", path, err)
+			return fmt.Errorf("read log: %w", err)
 		}
 		_, err = io.Copy(w, f)
 		_ = f.Close()
