@@ -90,8 +90,24 @@ type Fleet struct {
 	files   map[string]fileRef // base name of each followed file -> its stream
 	queue   []*stream          // streams with something to read, in arrival order
 	width   int                // of the longest name
-	wake    chan struct{}
+	w       watcher            // while Run follows
 	started bool
+
+	// The guard watches the folder while a write to Out blocks (see out).
+	guard     *time.Timer
+	guardMu   sync.Mutex
+	guardStop bool
+	guardDone chan error
+}
+
+// watcher is what Run needs of a folder watch (watch_linux.go,
+// watch_other.go, pollWatch).
+type watcher interface {
+	// wait blocks until something changed and reports it, or until wake.
+	wait(changed func(name []byte, renamed bool), overflow func()) error
+	// wake makes the current or next wait return at once.
+	wake()
+	close() error
 }
 
 // fileRef says which file of which stream a name in Dir is.
@@ -121,7 +137,7 @@ func NewFleet(cfg FleetConfig) (*Fleet, error) {
 	if cfg.Keep <= 0 {
 		cfg.Keep = DefaultKeep
 	}
-	return &Fleet{cfg: cfg, files: map[string]fileRef{}, wake: make(chan struct{}, 1)}, nil
+	return &Fleet{cfg: cfg, files: map[string]fileRef{}, guardDone: make(chan error, 1)}, nil
 }
 
 // Add follows the logs of the named servers, in addition to those already
@@ -156,6 +172,7 @@ func (fl *Fleet) Add(names ...string) error {
 		fl.width = max(fl.width, len(n))
 		if fl.started {
 			fl.markLocked(s)
+			fl.w.wake()
 		}
 	}
 	return nil
@@ -165,32 +182,30 @@ func (fl *Fleet) Add(names ...string) error {
 // it has printed what they hold; with Follow it returns nil when ctx ends,
 // having let out the lines still held. It fails when writing to Out fails.
 // Run may be called once.
+//
+// One goroutine waits for the folder's events, reads and writes, as tail
+// does: no hand-over per write. When a write to Out blocks longer than
+// guardAfter, a second goroutine takes over the watch until it returns, so
+// rotations are taken in while the output stalls.
 func (fl *Fleet) Run(ctx context.Context) error {
-	var watchDone chan error
 	if fl.cfg.Follow {
 		// Watch before reading anything, so nothing written meanwhile is
 		// missed.
 		w, err := newDirWatch(fl.cfg.Dir)
-		var pw *pollWatch
+		var wt watcher = w
 		if err != nil {
 			fl.cfg.Log.Info("Cannot watch the logs folder; looking every second instead", "error", err.Error())
-			pw = newPollWatch(DefaultPoll)
+			wt = newPollWatch(DefaultPoll)
 		}
-		watchDone = make(chan error, 1)
-		go func() {
-			if pw != nil {
-				watchDone <- pw.run(fl.overflow)
-				return
-			}
-			watchDone <- w.run(fl.changed, fl.overflow)
-		}()
+		fl.mu.Lock()
+		fl.w = wt
+		fl.mu.Unlock()
+		fl.guard = time.AfterFunc(time.Hour, fl.runGuard)
+		fl.guard.Stop()
+		stop := context.AfterFunc(ctx, wt.wake)
 		defer func() {
-			if pw != nil {
-				pw.close()
-			} else {
-				_ = w.close()
-			}
-			<-watchDone
+			stop()
+			_ = wt.close()
 		}()
 	}
 	defer fl.closeAll()
@@ -216,32 +231,109 @@ func (fl *Fleet) Run(ctx context.Context) error {
 		fl.markLocked(s)
 	}
 	fl.mu.Unlock()
+	batch := time.NewTimer(batchWindow)
+	defer batch.Stop()
 	for {
-		s := fl.next(ctx)
-		if s == nil {
+		printed := false
+		for s := fl.pop(); s != nil; s = fl.pop() {
+			n, state, err := r.serve(s, turnBytes, fl.cfg.Markers)
+			if err != nil {
+				return err
+			}
+			printed = printed || n > 0
+			if state == readData {
+				fl.mu.Lock()
+				fl.markLocked(s)
+				fl.mu.Unlock()
+			}
+		}
+		if printed {
+			// Let more output gather (the kernel merges the events
+			// meanwhile) before looking again.
+			batch.Reset(batchWindow)
+			select {
+			case <-ctx.Done():
+			case <-batch.C:
+			}
+		}
+		if ctx.Err() != nil {
 			fl.mu.Lock()
 			streams := append([]*stream(nil), fl.streams...)
 			fl.mu.Unlock()
 			return r.flushAll(streams)
 		}
-		_, state, err := r.serve(s, turnBytes, fl.cfg.Markers)
-		if err != nil {
-			return err
-		}
-		if state == readData {
-			fl.mu.Lock()
-			fl.markLocked(s)
-			fl.mu.Unlock()
-		}
-		select {
-		case err := <-watchDone:
-			watchDone <- err // for the deferred close
-			if err != nil {
-				return fmt.Errorf("follow logs in %s: %w", fl.cfg.Dir, err)
-			}
-		default:
+		if err := fl.w.wait(fl.changed, fl.overflow); err != nil {
+			return fmt.Errorf("follow logs in %s: %w", fl.cfg.Dir, err)
 		}
 	}
+}
+
+// batchWindow is how long Run waits, after it printed something, before it
+// looks for more: a server that writes without pause then costs one wake
+// per window instead of one per write, for at most this much delay. After
+// a look that found nothing new it waits for the kernel's next event, with
+// no timer: an idle fleet costs nothing.
+const batchWindow = 5 * time.Millisecond
+
+// guardAfter is how long a write to Out may block before the guard takes
+// over the folder's watch; a rotation within that time is taken in by the
+// reader itself when it reads on (see reader.read).
+const guardAfter = 20 * time.Millisecond
+
+// out writes p to Out, with the guard watching the folder if the write
+// blocks.
+func (fl *Fleet) out(p []byte) error {
+	if fl.guard != nil {
+		fl.guard.Reset(guardAfter)
+	}
+	_, err := fl.cfg.Out.Write(p)
+	if fl.guard != nil && !fl.guard.Stop() {
+		// The guard started (or is starting): stop it before this
+		// goroutine waits on the watch again.
+		fl.guardMu.Lock()
+		fl.guardStop = true
+		fl.guardMu.Unlock()
+		fl.w.wake()
+		if gerr := <-fl.guardDone; gerr != nil && err == nil {
+			return fmt.Errorf("follow logs in %s: %w", fl.cfg.Dir, gerr)
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("follow logs: write: %w", err)
+	}
+	return nil
+}
+
+// runGuard watches the folder while out's write blocks, until out stops it.
+func (fl *Fleet) runGuard() {
+	for {
+		fl.guardMu.Lock()
+		stop := fl.guardStop
+		fl.guardStop = false
+		fl.guardMu.Unlock()
+		if stop {
+			fl.guardDone <- nil
+			return
+		}
+		if err := fl.w.wait(fl.changed, fl.overflow); err != nil {
+			fl.guardDone <- err // out collects it when its write returns
+			return
+		}
+	}
+}
+
+// pop takes the next stream with something to read; nil when none.
+func (fl *Fleet) pop() *stream {
+	fl.mu.Lock()
+	defer fl.mu.Unlock()
+	if len(fl.queue) == 0 {
+		return nil
+	}
+	s := fl.queue[0]
+	fl.queue[0] = nil
+	fl.queue = fl.queue[1:]
+	s.queued = false
+	return s
 }
 
 // history prints what s held at setup. A rotation under way holds it up
@@ -265,36 +357,13 @@ func (r *reader) history(s *stream) error {
 	return nil
 }
 
-// next waits for a stream with something to read; nil when ctx ends.
-func (fl *Fleet) next(ctx context.Context) *stream {
-	for {
-		fl.mu.Lock()
-		if len(fl.queue) > 0 {
-			s := fl.queue[0]
-			fl.queue[0] = nil
-			fl.queue = fl.queue[1:]
-			s.queued = false
-			fl.mu.Unlock()
-			return s
-		}
-		fl.mu.Unlock()
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-fl.wake:
-		}
-	}
-}
-
-// markLocked queues s for the reader. The caller holds mu.
+// markLocked queues s for the reader. The caller holds mu; a caller other
+// than Run's own goroutine (and the guard, which runs while it writes)
+// wakes it after.
 func (fl *Fleet) markLocked(s *stream) {
 	if !s.queued {
 		s.queued = true
 		fl.queue = append(fl.queue, s)
-	}
-	select {
-	case fl.wake <- struct{}{}:
-	default:
 	}
 }
 
@@ -398,8 +467,8 @@ func (r *reader) serve(s *stream, max int64, markers bool) (int64, readState, er
 	}
 	r.obuf = out[:0]
 	if len(out) > 0 {
-		if _, err := fl.cfg.Out.Write(out); err != nil {
-			return done, readEnd, fmt.Errorf("follow logs: write: %w", err)
+		if err := fl.out(out); err != nil {
+			return done, readEnd, err
 		}
 	}
 	return done, state, nil
@@ -448,10 +517,7 @@ func (r *reader) flushAll(streams []*stream) error {
 	if len(out) == 0 {
 		return nil
 	}
-	if _, err := r.fl.cfg.Out.Write(out); err != nil {
-		return fmt.Errorf("follow logs: write: %w", err)
-	}
-	return nil
+	return r.fl.out(out)
 }
 
 // read reads the next bytes of s (at most max), committing them, and says
@@ -558,28 +624,44 @@ func appendFingerprint(fp, data []byte) []byte {
 	return fp
 }
 
-// pollWatch stands in for the watcher when the folder cannot be watched.
+// pollWatch stands in for the watcher when the folder cannot be watched:
+// it reports an overflow (look at everything) every interval.
 type pollWatch struct {
 	t    *time.Ticker
-	done chan struct{}
+	poke chan struct{}
 }
 
 func newPollWatch(d time.Duration) *pollWatch {
-	return &pollWatch{t: time.NewTicker(d), done: make(chan struct{})}
+	return &pollWatch{t: time.NewTicker(d), poke: make(chan struct{}, 1)}
 }
 
-func (p *pollWatch) run(look func()) error {
-	for {
-		select {
-		case <-p.done:
-			return nil
-		case <-p.t.C:
-			look()
-		}
+func (p *pollWatch) wait(_ func([]byte, bool), overflow func()) error {
+	select {
+	case <-p.poke:
+	case <-p.t.C:
+		overflow()
+	}
+	return nil
+}
+
+func (p *pollWatch) wake() {
+	select {
+	case p.poke <- struct{}{}:
+	default:
 	}
 }
 
-func (p *pollWatch) close() {
+func (p *pollWatch) close() error {
 	p.t.Stop()
-	close(p.done)
+	return nil
+}
+
+// poke queues s from another goroutine than Run's, and wakes Run.
+func (fl *Fleet) poke(s *stream) {
+	fl.mu.Lock()
+	defer fl.mu.Unlock()
+	fl.markLocked(s)
+	if fl.w != nil {
+		fl.w.wake()
+	}
 }

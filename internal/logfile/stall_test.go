@@ -236,6 +236,12 @@ func TestFollowStallsUnderContinuousWriter(t *testing.T) {
 		}
 		st.resume()
 		stalls++
+		// Before the next stall, let the follower catch up with the
+		// copies (so it is never more than two rotations behind): wait
+		// for the last whole line of the newest one.
+		if last := lastWholeLine(t, RotatedPath(path, 1)); last != "" {
+			out.WaitFor(t, last)
+		}
 		select {
 		case <-done:
 			if werr != nil {
@@ -243,11 +249,6 @@ func TestFollowStallsUnderContinuousWriter(t *testing.T) {
 			}
 			running = false
 		default:
-			// Let output through until the follower has printed more (an
-			// event, not a pause).
-			if n := len(out.String()) / lineLen; n < total {
-				out.WaitFor(t, numberedLine(n))
-			}
 		}
 	}
 	out.WaitFor(t, numberedLine(total-1))
@@ -307,6 +308,22 @@ func (s *stallable) resume() {
 		close(s.gate)
 		s.gate = nil
 	}
+}
+
+// lastWholeLine returns the last line of the file at path that ends with
+// a line feed ("" when none, or no file).
+func lastWholeLine(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return ""
+	}
+	end := strings.LastIndexByte(string(b), '\n')
+	if end < 0 {
+		return ""
+	}
+	start := strings.LastIndexByte(string(b[:end]), '\n') + 1
+	return string(b[start : end+1])
 }
 
 // numberedLine is line n of a writer.

@@ -437,7 +437,7 @@ func (s *stream) judgeCut(c cutCheck, fl *Fleet) cutVerdict {
 		switch {
 		case s.tmpSince.IsZero():
 			s.tmpSince = time.Now()
-			time.AfterFunc(catchUpWait, func() { fl.mu.Lock(); fl.markLocked(s); fl.mu.Unlock() })
+			time.AfterFunc(catchUpWait, func() { fl.poke(s) })
 		case time.Since(s.tmpSince) >= catchUpWait:
 			fl.cfg.Log.Info("A rotation left its copy unfinished; going on without it", "path", s.tmp)
 			s.abandonTmp(c.tmp, fl.cfg.Keep)

@@ -5,7 +5,6 @@ package logfile
 import (
 	"fmt"
 	"path/filepath"
-	"sync"
 	"time"
 
 	"github.com/fsnotify/fsnotify"
@@ -19,8 +18,8 @@ const backstopPoll = time.Second
 // dirWatch reports the changes in one folder by file name through fsnotify.
 type dirWatch struct {
 	w    *fsnotify.Watcher
-	done chan struct{}
-	once sync.Once
+	tick *time.Ticker
+	poke chan struct{}
 }
 
 func newDirWatch(dir string) (*dirWatch, error) {
@@ -32,36 +31,41 @@ func newDirWatch(dir string) (*dirWatch, error) {
 		_ = w.Close()
 		return nil, fmt.Errorf("watch %s: %w", dir, err)
 	}
-	return &dirWatch{w: w, done: make(chan struct{})}, nil
+	return &dirWatch{w: w, tick: time.NewTicker(backstopPoll), poke: make(chan struct{}, 1)}, nil
 }
 
-// run reports each event until close: changed(name, renamed), renamed being
-// true for a name that appeared, moved or went; overflow when events may
-// have been missed, and every backstopPoll. It returns nil after close.
-func (d *dirWatch) run(changed func(name []byte, renamed bool), overflow func()) error {
-	tick := time.NewTicker(backstopPoll)
-	defer tick.Stop()
-	for {
-		select {
-		case <-d.done:
-			return nil
-		case ev, ok := <-d.w.Events:
-			if !ok {
-				return nil
-			}
-			changed([]byte(filepath.Base(ev.Name)), !ev.Has(fsnotify.Write))
-		case _, ok := <-d.w.Errors:
-			if !ok {
-				return nil
-			}
-			overflow()
-		case <-tick.C:
-			overflow()
+// wait blocks until an event comes and reports it: changed(name, renamed),
+// renamed being true for a name that appeared, moved or went; overflow when
+// events may have been missed, and every backstopPoll. It returns early,
+// with nil, after wake.
+func (d *dirWatch) wait(changed func(name []byte, renamed bool), overflow func()) error {
+	select {
+	case <-d.poke:
+	case ev, ok := <-d.w.Events:
+		if !ok {
+			return fmt.Errorf("watch: closed")
 		}
+		changed([]byte(filepath.Base(ev.Name)), !ev.Has(fsnotify.Write))
+	case _, ok := <-d.w.Errors:
+		if !ok {
+			return fmt.Errorf("watch: closed")
+		}
+		overflow()
+	case <-d.tick.C:
+		overflow()
+	}
+	return nil
+}
+
+// wake makes the current or next wait return at once.
+func (d *dirWatch) wake() {
+	select {
+	case d.poke <- struct{}{}:
+	default:
 	}
 }
 
 func (d *dirWatch) close() error {
-	d.once.Do(func() { close(d.done) })
+	d.tick.Stop()
 	return d.w.Close()
 }
