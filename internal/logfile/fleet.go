@@ -202,6 +202,9 @@ func (fl *Fleet) Run(ctx context.Context) error {
 		fl.mu.Unlock()
 		fl.guard = time.AfterFunc(time.Hour, fl.runGuard)
 		fl.guard.Stop()
+		// What changed between Add and the watch (a log created) has no
+		// event: look once now.
+		fl.overflow()
 		stop := context.AfterFunc(ctx, wt.wake)
 		defer func() {
 			stop()
@@ -220,9 +223,15 @@ func (fl *Fleet) Run(ctx context.Context) error {
 		if err := r.history(s); err != nil {
 			return err
 		}
+		if !fl.cfg.Follow {
+			// The log ends here: its last line is complete as it is.
+			if err := r.flushAll([]*stream{s}); err != nil {
+				return err
+			}
+		}
 	}
 	if !fl.cfg.Follow {
-		return r.flushAll(streams)
+		return nil
 	}
 
 	fl.mu.Lock()
@@ -434,24 +443,20 @@ func (r *reader) serve(s *stream, max int64, markers bool) (int64, readState, er
 	s.evMoved = false
 	fl.mu.Unlock()
 	out := r.obuf[:0]
-	if markers {
-		lines, err := s.events.read(s.evPath, moved)
-		if err != nil {
-			fl.cfg.Log.V(1).Info("Cannot read the events file", "path", s.evPath, "error", err.Error())
-		}
-		for _, l := range lines {
-			if at, pid, ok := parseStart(l); ok {
-				out = s.lines.flush(out, s.prefix, true)
-				out = appendLine(out, s.prefix, []byte(startMarker(at, pid)))
-			}
-		}
-	}
 	var done int64
 	state := readData
 	for done < max {
 		data, st, short, skipped, mid, err := r.read(s, max-done)
 		if err != nil {
 			return done, readEnd, err
+		}
+		if markers {
+			// The starts recorded up to now go before what was just read:
+			// the new process's first lines (written before its start was
+			// recorded) come after the marker. Only output read together
+			// with the start can be on the wrong side of it.
+			out = r.markers(out, s, moved)
+			moved = false
 		}
 		out = r.skip(out, s, skipped, mid)
 		if st != readData {
@@ -472,6 +477,21 @@ func (r *reader) serve(s *stream, max int64, markers bool) (int64, readState, er
 		}
 	}
 	return done, state, nil
+}
+
+// markers appends a marker line for each start appended to s's events
+// file since the last look.
+func (r *reader) markers(out []byte, s *stream, moved bool) []byte {
+	lines, err := s.events.read(s.evPath, moved)
+	if err != nil {
+		r.fl.cfg.Log.V(1).Info("Cannot read the events file", "path", s.evPath, "error", err.Error())
+	}
+	for _, l := range lines {
+		if at, pid, ok := parseStart(l); ok {
+			out = appendLine(out, s.prefix, []byte(startMarker(at, pid)))
+		}
+	}
+	return out
 }
 
 // skip accounts for bytes given up before what is read next, and prints

@@ -47,18 +47,14 @@ type lineBuf struct {
 }
 
 // appendLines appends to dst the whole lines of data, each after prefix,
-// and holds the rest. A held part that reaches maxLine is let out as a line
-// of its own.
+// and holds the rest. A held part that reaches maxLine is let out in
+// pieces of maxLine, each as a line of its own.
 func (b *lineBuf) appendLines(dst, prefix, data []byte) []byte {
 	if len(b.partial) > 0 {
 		i := bytes.IndexByte(data, '\n')
 		if i < 0 {
 			b.partial = append(b.partial, data...)
-			if len(b.partial) >= maxLine {
-				dst = appendLine(dst, prefix, b.partial)
-				b.partial = b.partial[:0]
-			}
-			return dst
+			return b.spill(dst, prefix)
 		}
 		dst = append(dst, prefix...)
 		dst = append(dst, b.partial...)
@@ -77,10 +73,15 @@ func (b *lineBuf) appendLines(dst, prefix, data []byte) []byte {
 			rest = rest[i+1:]
 		}
 	}
-	if tail := data[end:]; len(tail) >= maxLine {
-		dst = appendLine(dst, prefix, tail)
-	} else {
-		b.partial = append(b.partial, tail...)
+	b.partial = append(b.partial, data[end:]...)
+	return b.spill(dst, prefix)
+}
+
+// spill lets out the held part in pieces of maxLine while it is that long.
+func (b *lineBuf) spill(dst, prefix []byte) []byte {
+	for len(b.partial) >= maxLine {
+		dst = appendLine(dst, prefix, b.partial[:maxLine])
+		b.partial = b.partial[:copy(b.partial, b.partial[maxLine:])]
 	}
 	return dst
 }

@@ -214,7 +214,7 @@ func TestFollowStallsUnderContinuousWriter(t *testing.T) {
 		t.Skipf("fallocate COLLAPSE_RANGE is not supported in %s", dir)
 	}
 	path := filepath.Join(dir, "api.log")
-	const total = 200_000
+	const total = 120_000
 	cmd, _ := startWriter(t, path, total, 0)
 	done := make(chan struct{}) // closed when the writer has exited
 	var werr error
