@@ -40,6 +40,9 @@
 //     without it) keeps its own offset and leaves a hole of zero bytes after
 //     a cut; procfleet's servers are started with O_APPEND.
 //
+// RemoveStale removes the logs and events files of servers that left the
+// fleet once nothing has been written to them for a week.
+//
 // # Reading
 //
 // Tail reads a file backwards from its end in fixed chunks, so the last

@@ -132,9 +132,12 @@ func skipMarker(n int64) string {
 	return fmt.Sprintf("--- procfleet: %d bytes skipped: rotated away before they were read ---", n)
 }
 
+// eventsExt ends the name of a server's events file.
+const eventsExt = ".events.jsonl"
+
 // EventsFile is the name of a server's events file in the logs folder: the
 // reconciler appends one JSON object a line (actuate.StateDir.EventsPath).
-func EventsFile(name string) string { return name + ".events.jsonl" }
+func EventsFile(name string) string { return name + eventsExt }
 
 // startReason is the reason of the event that the actuator appends right
 // after it spawned a server (actuate.EventStarted), with a message that
