@@ -53,6 +53,34 @@ func cpuTime(pid int) (time.Duration, error) {
 	return time.Duration(utime+stime) * clockTick, nil
 }
 
+// threadsCPU is the CPU time of the live threads of a process, to the
+// nanosecond: the sum of /proc/PID/task/*/schedstat (time on CPU). Threads
+// that exited are not counted: for a process whose threads live on (a Go
+// program keeps its threads), over a window where it does little.
+func threadsCPU(pid int) (time.Duration, error) {
+	tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	if err != nil {
+		return 0, err
+	}
+	var sum time.Duration
+	for _, task := range tasks {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/schedstat", pid, task.Name()))
+		if err != nil {
+			continue // exited meanwhile
+		}
+		f := strings.Fields(string(b))
+		if len(f) == 0 {
+			return 0, fmt.Errorf("schedstat of %d/%s: %q", pid, task.Name(), b)
+		}
+		ns, err := strconv.ParseInt(f[0], 10, 64)
+		if err != nil {
+			return 0, err
+		}
+		sum += time.Duration(ns)
+	}
+	return sum, nil
+}
+
 // countingSink drains a follower's output pipe and counts the bytes.
 type countingSink struct {
 	n      atomic.Int64
@@ -207,4 +235,80 @@ func BenchmarkLogsFollowCPU(b *testing.B) {
 	b.ReportMetric(float64(pfCPU)/float64(streamed)*100, "%cpu-logs-f")
 	b.ReportMetric(float64(tailCPU)/float64(streamed)*100, "%cpu-tail-F")
 	b.ReportMetric(float64(pfCPU)/float64(tailCPU), "ratio")
+}
+
+// idleWindow is how long BenchmarkLogsFollowIdle watches an idle fleet.
+const idleWindow = 10 * time.Second
+
+// BenchmarkLogsFollowIdle: `procfleet logs -f` of a fleet of 100 servers
+// whose logs nobody writes; the CPU it uses over 10 s of that (issue 15:
+// none between writes, inotify, not polling). Before and after the idle
+// window one line is written to the logs and must come out, so the
+// follower is known to be following. Run with -benchtime=1x.
+func BenchmarkLogsFollowIdle(b *testing.B) {
+	pf := benchBin(b)
+	const servers = 100
+	var idleCPU time.Duration
+	for i := 0; i < b.N; i++ {
+		dir := b.TempDir()
+		state := filepath.Join(dir, ".procfleet")
+		logs := filepath.Join(state, "logs")
+		if err := os.MkdirAll(logs, 0o700); err != nil {
+			b.Fatal(err)
+		}
+		if err := os.Chmod(state, 0o700); err != nil {
+			b.Fatal(err)
+		}
+		var fleet strings.Builder
+		var names []string
+		for s := 0; s < servers; s++ {
+			name := fmt.Sprintf("s%03d", s)
+			names = append(names, name)
+			fmt.Fprintf(&fleet, "---\napiVersion: procfleet.dev/v1alpha1\nkind: Server\nmetadata: {name: %s}\nspec:\n  command: [/bin/true]\n", name)
+			if err := os.WriteFile(filepath.Join(logs, name+".log"), []byte("hello\n"), 0o600); err != nil {
+				b.Fatal(err)
+			}
+		}
+		file := filepath.Join(dir, "procfleet.yaml")
+		if err := os.WriteFile(file, []byte(fleet.String()), 0o644); err != nil {
+			b.Fatal(err)
+		}
+		cmd, out := startFollower(b, pf, "logs", "-f", "--file", file, "--state-dir", state)
+		lineLen := int64(len("s000 | hello\n"))
+		out.waitBytes(b, "the fleet's history", servers*lineLen)
+		appendLine := func(name string) {
+			f, err := os.OpenFile(filepath.Join(logs, name+".log"), os.O_WRONLY|os.O_APPEND, 0)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer f.Close()
+			if _, err := f.WriteString("hello\n"); err != nil {
+				b.Fatal(err)
+			}
+		}
+		appendLine(names[servers/2])
+		out.waitBytes(b, "a line before the idle window", (servers+1)*lineLen)
+
+		// The window starts a second after that line, past the follower's
+		// handling of it (its 5 ms batch window, the runtime's work after
+		// the start): it measures the idle fleet, not the last write.
+		time.Sleep(time.Second)
+		cpu0, err := threadsCPU(cmd.Process.Pid)
+		if err != nil {
+			b.Fatal(err)
+		}
+		time.Sleep(idleWindow) // the measurement itself: nothing is awaited
+		cpu1, err := threadsCPU(cmd.Process.Pid)
+		if err != nil {
+			b.Fatal(err)
+		}
+		idleCPU += cpu1 - cpu0
+
+		for _, n := range names {
+			appendLine(n)
+		}
+		out.waitBytes(b, "a line of every server after the idle window", (2*servers+1)*lineLen)
+		b.Logf("%d idle servers followed for %v: %v CPU", servers, idleWindow, cpu1-cpu0)
+	}
+	b.ReportMetric(float64(idleCPU.Microseconds())/float64(b.N), "cpu-µs/10s-idle")
 }

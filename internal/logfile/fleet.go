@@ -526,13 +526,17 @@ func (r *reader) append(out []byte, s *stream, data []byte) []byte {
 	return s.lines.appendLines(out, s.prefix, data)
 }
 
-// flushAll lets out the lines still held, at the end of Run: as they are
-// without prefix (the output then ends as the log does), with a line feed
-// after a prefix.
+// flushAll lets out the lines still held, at the end of a log's history
+// or of Run: as they are when one server is printed without prefix (the
+// output then ends as its log does), else with the line feed they lack, so
+// that the next server's line starts a line.
 func (r *reader) flushAll(streams []*stream) error {
+	r.fl.mu.Lock()
+	alone := len(r.fl.streams) == 1
+	r.fl.mu.Unlock()
 	out := r.obuf[:0]
 	for _, s := range streams {
-		out = s.lines.flush(out, s.prefix, len(s.prefix) > 0)
+		out = s.lines.flush(out, s.prefix, len(s.prefix) > 0 || !alone)
 	}
 	if len(out) == 0 {
 		return nil

@@ -1,8 +1,9 @@
 // Package testserver is a small, configurable server process for procfleet's
-// own tests: it listens on a loopback port, answers /health, records the
-// signals it receives, and can be told to misbehave (ignore SIGTERM, exit
-// early, delay listening, spawn a grandchild that stays in its process group
-// or escapes it).
+// own tests: it listens on a loopback port, answers /health, prints a line
+// on stdout when asked (/print?line=S), records the signals it receives,
+// and can be told to misbehave (ignore SIGTERM, exit early, delay
+// listening, spawn a grandchild that stays in its process group or escapes
+// it).
 //
 // Tests run it in one of two ways:
 //   - from the test binary itself: call RunIfHelper at the top of TestMain,

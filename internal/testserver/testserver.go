@@ -137,6 +137,10 @@ func FreePortRange(t testing.TB, n int) int {
 
 // Main runs the server with the given flags and returns its exit code.
 //
+// With a port it answers GET /health (200 with its pid, or
+// -health-status) and GET /print?line=S, which writes S and a line feed to
+// stdout in one write before it answers.
+//
 // Flags:
 //
 //	-port N              listen on 127.0.0.1:N (0: no listener)
@@ -263,6 +267,13 @@ func Main(args []string, stdout, stderr io.Writer) int {
 		mux.HandleFunc("/health", func(w http.ResponseWriter, _ *http.Request) {
 			w.WriteHeader(*healthStatus)
 			fmt.Fprintf(w, "pid %d\n", os.Getpid())
+		})
+		mux.HandleFunc("/print", func(w http.ResponseWriter, r *http.Request) {
+			// One write of the line and its line feed, as a logger does,
+			// done before the answer: a 200 means it is in the log.
+			if _, err := io.WriteString(stdout, r.URL.Query().Get("line")+"\n"); err != nil {
+				http.Error(w, err.Error(), http.StatusInternalServerError)
+			}
 		})
 		srv = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 		go func() { _ = srv.Serve(l) }()
