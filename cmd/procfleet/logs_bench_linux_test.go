@@ -53,6 +53,20 @@ func cpuTime(pid int) (time.Duration, error) {
 	return time.Duration(utime+stime) * clockTick, nil
 }
 
+// cpuTimes reads cpuTime of the two commands' processes.
+func cpuTimes(b *testing.B, c1, c2 *exec.Cmd) (time.Duration, time.Duration) {
+	b.Helper()
+	t1, err := cpuTime(c1.Process.Pid)
+	if err != nil {
+		b.Fatal(err)
+	}
+	t2, err := cpuTime(c2.Process.Pid)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return t1, t2
+}
+
 // threadsCPU is the CPU time of the live threads of a process, to the
 // nanosecond: the sum of /proc/PID/task/*/schedstat (time on CPU). Threads
 // that exited are not counted: for a process whose threads live on (a Go
@@ -167,14 +181,7 @@ func BenchmarkLogsFollowCPU(b *testing.B) {
 	var streamed time.Duration
 	for i := 0; i < b.N; i++ {
 		state := b.TempDir()
-		logs := filepath.Join(state, "logs")
-		if err := os.MkdirAll(logs, 0o700); err != nil {
-			b.Fatal(err)
-		}
-		if err := os.Chmod(state, 0o700); err != nil {
-			b.Fatal(err)
-		}
-		path := filepath.Join(logs, "api.log")
+		path := filepath.Join(stateFolder(b, state), "api.log")
 		log, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
 		if err != nil {
 			b.Fatal(err)
@@ -188,14 +195,7 @@ func BenchmarkLogsFollowCPU(b *testing.B) {
 		pfOut.waitBytes(b, "procfleet logs -f", int64(len(ready)))
 		tailOut.waitBytes(b, "tail -F", int64(len(ready)))
 
-		pf0, err := cpuTime(pfCmd.Process.Pid)
-		if err != nil {
-			b.Fatal(err)
-		}
-		tail0, err := cpuTime(tailCmd.Process.Pid)
-		if err != nil {
-			b.Fatal(err)
-		}
+		pf0, tail0 := cpuTimes(b, pfCmd, tailCmd)
 		written := int64(len(ready))
 		line := []byte("00000000 2026-12-01T10:00:00.000Z INFO request served path=/api/items status=200\n")
 		start := time.Now()
@@ -216,14 +216,7 @@ func BenchmarkLogsFollowCPU(b *testing.B) {
 		elapsed := time.Since(start)
 		pfOut.waitBytes(b, "procfleet logs -f", written)
 		tailOut.waitBytes(b, "tail -F", written)
-		pf1, err := cpuTime(pfCmd.Process.Pid)
-		if err != nil {
-			b.Fatal(err)
-		}
-		tail1, err := cpuTime(tailCmd.Process.Pid)
-		if err != nil {
-			b.Fatal(err)
-		}
+		pf1, tail1 := cpuTimes(b, pfCmd, tailCmd)
 		log.Close()
 		_ = pfCmd.Process.Signal(syscall.SIGTERM)
 		_ = tailCmd.Process.Signal(syscall.SIGTERM)
@@ -252,13 +245,7 @@ func BenchmarkLogsFollowIdle(b *testing.B) {
 	for i := 0; i < b.N; i++ {
 		dir := b.TempDir()
 		state := filepath.Join(dir, ".procfleet")
-		logs := filepath.Join(state, "logs")
-		if err := os.MkdirAll(logs, 0o700); err != nil {
-			b.Fatal(err)
-		}
-		if err := os.Chmod(state, 0o700); err != nil {
-			b.Fatal(err)
-		}
+		logs := stateFolder(b, state)
 		var fleet strings.Builder
 		var names []string
 		for s := 0; s < servers; s++ {

@@ -23,19 +23,27 @@ import (
 	"github.com/procfleet/procfleet/reconciler"
 )
 
+// stateFolder makes the state folder dir (mode 0700, as up makes it) with
+// its logs/ folder, and returns the logs folder.
+func stateFolder(tb testing.TB, dir string) string {
+	tb.Helper()
+	logs := filepath.Join(dir, "logs")
+	if err := os.MkdirAll(logs, 0o700); err != nil {
+		tb.Fatal(err)
+	}
+	if err := os.Chmod(dir, 0o700); err != nil {
+		tb.Fatal(err)
+	}
+	return logs
+}
+
 // logsState makes a state folder whose logs/ holds api.log and its rotated
 // copy api.log.1 (which ends in the middle of a line, as a collapse cut
 // leaves it), and db.log, and returns the folder.
 func logsState(t *testing.T) string {
 	t.Helper()
 	dir := t.TempDir()
-	logs := filepath.Join(dir, "logs")
-	if err := os.MkdirAll(logs, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Chmod(dir, 0o700); err != nil {
-		t.Fatal(err)
-	}
+	logs := stateFolder(t, dir)
 	for name, content := range map[string]string{
 		"api.log.1": "one\ntw",
 		"api.log":   "o\nthree\nfour\nfive", // no final line feed: a write in progress
@@ -46,6 +54,18 @@ func logsState(t *testing.T) string {
 		}
 	}
 	return dir
+}
+
+// appendFile opens the file at path for appending, as a server's stdout
+// is; it is closed when the test ends.
+func appendFile(t *testing.T, path string) *os.File {
+	t.Helper()
+	w, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { w.Close() })
+	return w
 }
 
 // writeFleet writes a fleet file declaring servers (YAML documents after
@@ -144,13 +164,7 @@ func TestLogNames(t *testing.T) {
 func TestLogsFleetFile(t *testing.T) {
 	dir := t.TempDir()
 	fleet := writeFleet(t, dir, map[string]string{"api": "  replicas: 2\n", "db": ""})
-	logs := filepath.Join(dir, ".procfleet", "logs")
-	if err := os.MkdirAll(logs, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Chmod(filepath.Dir(logs), 0o700); err != nil {
-		t.Fatal(err)
-	}
+	logs := stateFolder(t, filepath.Join(dir, ".procfleet"))
 	for name, content := range map[string]string{"api-0": "zero\n", "api-1": "one\n", "db": "d\n"} {
 		if err := os.WriteFile(filepath.Join(logs, name+".log"), []byte(content), 0o600); err != nil {
 			t.Fatal(err)
@@ -171,13 +185,7 @@ func TestLogsFleetFile(t *testing.T) {
 func TestLogsFromSubfolder(t *testing.T) {
 	dir := t.TempDir()
 	writeFleet(t, dir, map[string]string{"api": ""})
-	logs := filepath.Join(dir, ".procfleet", "logs")
-	if err := os.MkdirAll(logs, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Chmod(filepath.Dir(logs), 0o700); err != nil {
-		t.Fatal(err)
-	}
+	logs := stateFolder(t, filepath.Join(dir, ".procfleet"))
 	if err := os.WriteFile(filepath.Join(logs, "api.log"), []byte("hello\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -246,11 +254,7 @@ func startLogs(t *testing.T, out io.Writer, args ...string) {
 func TestLogsFollow(t *testing.T) {
 	dir := logsState(t)
 	live := filepath.Join(dir, "logs", "api.log")
-	w, err := os.OpenFile(live, os.O_WRONLY|os.O_APPEND, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer w.Close()
+	w := appendFile(t, live)
 
 	out := testutil.NewSyncBuffer()
 	startLogs(t, out, "api", "-f", "--tail", "4", "--state-dir", dir)
@@ -267,27 +271,6 @@ func TestLogsFollow(t *testing.T) {
 	}
 }
 
-// stallWriter is logs' stdout read by someone who stops reading: its
-// Writes wait while it is shut, and each Write that waits is reported.
-type stallWriter struct {
-	out     *testutil.SyncBuffer
-	open    chan struct{}
-	blocked chan struct{}
-}
-
-func (s *stallWriter) Write(p []byte) (int, error) {
-	select {
-	case <-s.open:
-	default:
-		select {
-		case s.blocked <- struct{}{}:
-		default:
-		}
-		<-s.open
-	}
-	return s.out.Write(p)
-}
-
 // TestLogsFollowStalledReader (issue 20): logs -f's reader stops reading
 // while logs -f is behind (it holds one read of a long log), the log is
 // rotated twice meanwhile; once the reader reads again, every line comes
@@ -295,11 +278,7 @@ func (s *stallWriter) Write(p []byte) (int, error) {
 func TestLogsFollowStalledReader(t *testing.T) {
 	dir := logsState(t)
 	live := filepath.Join(dir, "logs", "db.log")
-	w, err := os.OpenFile(live, os.O_WRONLY|os.O_APPEND, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer w.Close()
+	w := appendFile(t, live)
 	var want strings.Builder
 	next := 0
 	write := func(n int) {
@@ -313,21 +292,13 @@ func TestLogsFollowStalledReader(t *testing.T) {
 		}
 		want.WriteString(b.String())
 	}
-	sw := &stallWriter{out: testutil.NewSyncBuffer(), open: make(chan struct{}), blocked: make(chan struct{}, 1)}
+	out := testutil.NewSyncBuffer()
+	sw := testutil.NewStallWriter(out)
+	sw.Stall()
 	startLogs(t, sw, "db", "-f", "--state-dir", dir)
-	t.Cleanup(func() {
-		select {
-		case <-sw.open:
-		default:
-			close(sw.open)
-		}
-	})
-	write(3000) // 207,000 bytes: more than one read
-	select {
-	case <-sw.blocked:
-	case <-time.After(30 * time.Second):
-		t.Fatal("logs -f never wrote")
-	}
+	t.Cleanup(sw.Resume) // before startLogs' cleanup, so logs can return
+	write(3000)          // 207,000 bytes: more than one read
+	sw.WaitBlocked(t)
 	for i := 0; i < 2; i++ {
 		write(3000)
 		if err := logfile.Rotate(live, logfile.Options{}); err != nil {
@@ -335,9 +306,9 @@ func TestLogsFollowStalledReader(t *testing.T) {
 		}
 	}
 	write(10)
-	close(sw.open)
-	sw.out.WaitFor(t, fmt.Sprintf("%08d ", next-1))
-	if got := sw.out.String(); got != want.String() {
+	sw.Resume()
+	out.WaitFor(t, fmt.Sprintf("%08d ", next-1))
+	if got := out.String(); got != want.String() {
 		t.Errorf("after a stall across two rotations logs -f printed %d bytes, want %d: lines lost, repeated, torn or out of order", len(got), want.Len())
 	}
 }

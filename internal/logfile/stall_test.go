@@ -9,7 +9,6 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -21,56 +20,7 @@ import (
 // lineLen is the length of a writer line ("%08d the quick brown fox jumps\n").
 const lineLen = 35
 
-// gate is an io.Writer whose Writes wait while it is shut: a reader of
-// Follow's output that stalls (a pipe to a pager, a slow terminal). Each
-// Write that has to wait is reported on blocked.
-type gate struct {
-	out     *testutil.SyncBuffer
-	mu      sync.Mutex
-	shut    bool
-	opened  chan struct{}
-	blocked chan struct{}
-}
-
-func newGate() *gate {
-	return &gate{out: testutil.NewSyncBuffer(), shut: true, opened: make(chan struct{}), blocked: make(chan struct{}, 1)}
-}
-
-func (g *gate) Write(p []byte) (int, error) {
-	g.mu.Lock()
-	shut, opened := g.shut, g.opened
-	g.mu.Unlock()
-	if shut {
-		select {
-		case g.blocked <- struct{}{}:
-		default:
-		}
-		<-opened
-	}
-	return g.out.Write(p)
-}
-
-func (g *gate) open() {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if g.shut {
-		g.shut = false
-		close(g.opened)
-	}
-}
-
-// waitBlocked waits until a Write waits at the shut gate.
-func (g *gate) waitBlocked(t *testing.T) {
-	t.Helper()
-	select {
-	case <-g.blocked:
-	case <-time.After(30 * time.Second):
-		t.Fatal("the follower never wrote to its output")
-	}
-}
-
-// followTo runs Follow on path into w until the test ends; the gate is
-// opened first at cleanup, so Follow can return.
+// followTo runs Follow on path into w until the test ends.
 func followTo(t *testing.T, path string, w io.Writer, opts FollowOptions) {
 	t.Helper()
 	opts.Log = testr.New(t)
@@ -114,28 +64,37 @@ func (b *batches) next() {
 // rotation used to lose millions of lines and tear one.)
 func TestFollowStalledReaderAcrossRotations(t *testing.T) {
 	inEachRotationMode(t, func(t *testing.T, dir string, _ bool) {
-		path := filepath.Join(dir, "api.log")
-		const batch = 3000 // 105,000 bytes: more than Follow reads at once
-		w := startBatches(t, path, batch, 4)
-		g := newGate()
-		followTo(t, path, g, FollowOptions{Lines: -1, Keep: 3})
-		t.Cleanup(g.open)
-
-		w.next()
-		g.waitBlocked(t) // Follow holds the first 64 KiB, the rest unread
-		for i := 0; i < 2; i++ {
-			w.next()
-			if err := Rotate(path, Options{Keep: 3}); err != nil {
-				t.Fatal(err)
-			}
-		}
-		w.next()
-		g.open()
-		g.out.WaitFor(t, numbered(w.written-1, w.written))
-		if got, want := g.out.String(), numbered(0, w.written); got != want {
+		got, written := stallAcross(t, filepath.Join(dir, "api.log"), 2)
+		if want := numbered(0, written); got != want {
 			t.Errorf("after a stall across two rotations Follow printed %d bytes, want %d: lines lost, repeated, torn or out of order", len(got), len(want))
 		}
 	})
+}
+
+// stallAcross starts a writer process on the log at path and Follow with
+// a stalled output; once Follow holds the first 64 KiB of a first batch of
+// 3,000 lines (105,000 bytes), it has a batch written and the log rotated
+// (3 copies kept) rotations times, a last batch written, and the output let
+// go. It returns Follow's output once the last line is in it, and how many
+// lines were written.
+func stallAcross(t *testing.T, path string, rotations int) (string, int) {
+	t.Helper()
+	const batch = 3000
+	w := startBatches(t, path, batch, rotations+2)
+	out := testutil.NewSyncBuffer()
+	st := stalledFollow(t, path, out)
+	w.next()
+	st.WaitBlocked(t)
+	for i := 0; i < rotations; i++ {
+		w.next()
+		if err := Rotate(path, Options{Keep: 3}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	w.next()
+	st.Resume()
+	out.WaitFor(t, numberedLine(w.written-1))
+	return out.String(), w.written
 }
 
 var skipMarkerRE = regexp.MustCompile(`^--- procfleet: (\d+) bytes skipped: rotated away before they were read ---$`)
@@ -147,28 +106,10 @@ var skipMarkerRE = regexp.MustCompile(`^--- procfleet: (\d+) bytes skipped: rota
 // other line comes once, in order, none torn.
 func TestFollowStalledReaderBeyondKept(t *testing.T) {
 	inEachRotationMode(t, func(t *testing.T, dir string, _ bool) {
-		path := filepath.Join(dir, "api.log")
-		const batch = 3000
-		w := startBatches(t, path, batch, 8)
-		g := newGate()
-		followTo(t, path, g, FollowOptions{Lines: -1, Keep: 3})
-		t.Cleanup(g.open)
-
-		w.next()
-		g.waitBlocked(t)
-		for i := 0; i < 6; i++ {
-			w.next()
-			if err := Rotate(path, Options{Keep: 3}); err != nil {
-				t.Fatal(err)
-			}
-		}
-		w.next()
-		g.open()
-		g.out.WaitFor(t, numbered(w.written-1, w.written))
-
+		got, written := stallAcross(t, filepath.Join(dir, "api.log"), 6)
 		var nums []int
 		markers, skipped, gapAt := 0, int64(0), -1
-		for i, line := range strings.SplitAfter(g.out.String(), "\n") {
+		for i, line := range strings.SplitAfter(got, "\n") {
 			if line == "" {
 				continue
 			}
@@ -193,8 +134,8 @@ func TestFollowStalledReaderBeyondKept(t *testing.T) {
 			}
 		}
 		missing := nums[gapAt] - nums[gapAt-1] - 1
-		if nums[0] != 0 || nums[len(nums)-1] != w.written-1 || missing <= 0 {
-			t.Fatalf("lines %d..%d with %d missing at the marker; want 0..%d with a gap", nums[0], nums[len(nums)-1], missing, w.written-1)
+		if nums[0] != 0 || nums[len(nums)-1] != written-1 || missing <= 0 {
+			t.Fatalf("lines %d..%d with %d missing at the marker; want 0..%d with a gap", nums[0], nums[len(nums)-1], missing, written-1)
 		}
 		if want := int64(missing * lineLen); skipped != want {
 			t.Errorf("the marker says %d bytes skipped; the %d lines missing hold %d", skipped, missing, want)
@@ -221,20 +162,25 @@ func TestFollowStallsUnderContinuousWriter(t *testing.T) {
 	go func() { werr = cmd.Wait(); close(done) }()
 
 	out := testutil.NewSyncBuffer()
-	st := &stallable{out: out, blocked: make(chan struct{}, 1)}
+	st := testutil.NewStallWriter(out)
 	followTo(t, path, st, FollowOptions{Lines: -1, Keep: 3})
-	t.Cleanup(st.resume)
+	t.Cleanup(st.Resume)
 
 	stalls := 0
 	for running := true; running; {
-		st.stall()
-		st.waitBlocked(t, done)
+		st.Stall()
+		select {
+		case <-st.Blocked():
+		case <-done: // the follower may have nothing more to write
+		case <-time.After(30 * time.Second):
+			t.Fatal("the follower never wrote to its output")
+		}
 		for i := 0; i < 2; i++ {
 			if _, err := RotateIfLarger(path, Options{MaxBytes: 64 << 10, Keep: 3}); err != nil {
 				t.Fatal(err)
 			}
 		}
-		st.resume()
+		st.Resume()
 		stalls++
 		// Before the next stall, let the follower catch up with the
 		// copies (so it is never more than two rotations behind): wait
@@ -258,56 +204,15 @@ func TestFollowStallsUnderContinuousWriter(t *testing.T) {
 	t.Logf("%d stalls, each across up to two rotations, under a writer of %d lines", stalls, total)
 }
 
-// stallable is a writer that can be made to hold Writes (stall) and let
-// them through again (resume); blocked reports a Write held.
-type stallable struct {
-	out     io.Writer
-	mu      sync.Mutex
-	gate    chan struct{} // non-nil while stalled; closed on resume
-	blocked chan struct{}
-}
-
-func (s *stallable) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	g := s.gate
-	s.mu.Unlock()
-	if g != nil {
-		select {
-		case s.blocked <- struct{}{}:
-		default:
-		}
-		<-g
-	}
-	return s.out.Write(p)
-}
-
-func (s *stallable) stall() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.gate == nil {
-		s.gate = make(chan struct{})
-	}
-}
-
-// waitBlocked waits until a Write is held, or the writer process ended
-// (then the follower may have nothing more to write).
-func (s *stallable) waitBlocked(t *testing.T, writerDone <-chan struct{}) {
+// stalledFollow runs Follow on path into out through a StallWriter that
+// is stalled from the start (and let go at cleanup, so Follow can return).
+func stalledFollow(t *testing.T, path string, out io.Writer) *testutil.StallWriter {
 	t.Helper()
-	select {
-	case <-s.blocked:
-	case <-writerDone:
-	case <-time.After(30 * time.Second):
-		t.Fatal("the follower never wrote to its output")
-	}
-}
-
-func (s *stallable) resume() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.gate != nil {
-		close(s.gate)
-		s.gate = nil
-	}
+	st := testutil.NewStallWriter(out)
+	st.Stall()
+	followTo(t, path, st, FollowOptions{Lines: -1, Keep: 3})
+	t.Cleanup(st.Resume)
+	return st
 }
 
 // lastWholeLine returns the last line of the file at path that ends with

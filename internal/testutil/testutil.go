@@ -3,6 +3,7 @@ package testutil
 import (
 	"bytes"
 	"context"
+	"io"
 	"strings"
 	"sync"
 	"testing"
@@ -76,4 +77,69 @@ func RunUntilCleanup(t testing.TB, what string, run func(ctx context.Context) er
 			t.Errorf("%s did not return 30 s after its context ended", what)
 		}
 	})
+}
+
+// StallWriter is an io.Writer whose Writes wait while it is stalled: the
+// reader of a pipe who stops reading. Each Write that has to wait is
+// reported on Blocked. A test that stalls one registers Resume with
+// t.Cleanup (after the cleanup that stops its writer), so the writer can
+// return.
+type StallWriter struct {
+	out     io.Writer
+	mu      sync.Mutex
+	gate    chan struct{} // non-nil while stalled; closed by Resume
+	blocked chan struct{}
+}
+
+// NewStallWriter returns a StallWriter onto out, not stalled.
+func NewStallWriter(out io.Writer) *StallWriter {
+	return &StallWriter{out: out, blocked: make(chan struct{}, 1)}
+}
+
+// Write waits while s is stalled, then writes p to out.
+func (s *StallWriter) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	g := s.gate
+	s.mu.Unlock()
+	if g != nil {
+		select {
+		case s.blocked <- struct{}{}:
+		default:
+		}
+		<-g
+	}
+	return s.out.Write(p)
+}
+
+// Stall makes the next Writes wait until Resume.
+func (s *StallWriter) Stall() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.gate == nil {
+		s.gate = make(chan struct{})
+	}
+}
+
+// Resume lets the waiting and the next Writes through.
+func (s *StallWriter) Resume() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.gate != nil {
+		close(s.gate)
+		s.gate = nil
+	}
+}
+
+// Blocked receives a value when a Write waits (at most one pending).
+func (s *StallWriter) Blocked() <-chan struct{} { return s.blocked }
+
+// WaitBlocked waits until a Write waits, for at most 30 s, and fails the
+// test if none does.
+func (s *StallWriter) WaitBlocked(t testing.TB) {
+	t.Helper()
+	select {
+	case <-s.blocked:
+	case <-time.After(waitBound):
+		t.Fatal("nothing was written to the stalled writer")
+	}
 }
