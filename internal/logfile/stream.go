@@ -104,7 +104,7 @@ func (s *stream) setup(lines, keep int, log logr.Logger) {
 	var copies []*file
 	var live *file
 	for try := 0; ; try++ {
-		before, _ := os.Lstat(s.rot)
+		before := s.lookForCut()
 		copies = s.scan(keep)
 		live = nil
 		if f, fi, err := openLog(s.path); err == nil {
@@ -112,8 +112,10 @@ func (s *stream) setup(lines, keep int, log logr.Logger) {
 		} else if !errors.Is(err, os.ErrNotExist) {
 			s.oddPath(err, log)
 		}
-		after, _ := os.Lstat(s.rot)
-		if sameInfo(before, after) || try == scanTries {
+		// A rotation that began or ended meanwhile may have cut the live
+		// file after the copies were listed: look again.
+		after := s.lookForCut()
+		if (sameInfo(before.rot, after.rot) && sameInfo(before.tmp, after.tmp)) || try == scanTries {
 			break
 		}
 		for _, c := range copies {
@@ -305,7 +307,7 @@ func (s *stream) cut(c *file) {
 // wait (the rotator has removed those already), counting the bytes not
 // read.
 func (s *stream) trim(keep int) {
-	for s.copySegs() > keep {
+	for s.copySegs() > keep && s.segs[0].file.size >= 0 {
 		d := s.segs[0]
 		if left := d.file.size - d.pos; left > 0 {
 			s.skipped += left
