@@ -7,9 +7,9 @@
 //
 // Rotate copies and then cuts, because the server keeps its descriptor:
 // renaming the file would leave it writing to the renamed file forever.
-// Rotate shifts <name>.log.1 -> .2 -> ... (dropping the oldest beyond Keep),
-// copies the live file to <name>.log.1.tmp, removes what it copied from the
-// live file, and renames the copy to <name>.log.1; the server's next
+// Rotate copies the live file to <name>.log.1.tmp, removes what it copied
+// from the live file, shifts <name>.log.1 -> .2 -> ... (dropping the oldest
+// beyond Keep), and renames the copy to <name>.log.1; the server's next
 // O_APPEND write lands at the new end.
 //
 //   - On Linux file systems that support fallocate(FALLOC_FL_COLLAPSE_RANGE)
@@ -32,8 +32,9 @@
 //   - The copy appears under its final name only when complete, so a reader
 //     of <name>.log.1 never sees half of it. A crash in the middle leaves the
 //     copy as <name>.log.1.tmp, which the next Rotate moves into place first.
-//     Every cut happens while <name>.log.1.tmp exists and is followed by a
-//     new <name>.log.1: that is what lets a follower tell a cut from a write.
+//     The cut and the shift happen while <name>.log.1.tmp exists, and end
+//     with a new <name>.log.1: without the tmp file, <name>.log.1 is the
+//     newest copy. That is what lets a follower tell a cut from a write.
 //   - The caller must be the only rotator of a file (the state folder's lock
 //     holder); Rotate is not safe to call concurrently on one path.
 //   - A writer that does not use O_APPEND (a server reopening its output

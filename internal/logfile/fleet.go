@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"k8s.io/utils/clock"
 )
 
 // Tuning of the fleet follower.
@@ -64,6 +65,9 @@ type FleetConfig struct {
 	// Log receives what cannot be followed, and why. The zero value
 	// discards.
 	Log logr.Logger
+	// Clock times the wait for a rotation's copy that was left unfinished
+	// (staleTmpAfter); nil means the real clock.
+	Clock clock.WithDelayedExecution
 }
 
 // Fleet prints the logs of several servers: first what each already holds
@@ -136,6 +140,9 @@ func NewFleet(cfg FleetConfig) (*Fleet, error) {
 	cfg.Dir = abs
 	if cfg.Keep <= 0 {
 		cfg.Keep = DefaultKeep
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = clock.RealClock{}
 	}
 	return &Fleet{cfg: cfg, files: map[string]fileRef{}, guardDone: make(chan error, 1)}, nil
 }
@@ -346,8 +353,8 @@ func (fl *Fleet) pop() *stream {
 }
 
 // history prints what s held at setup. A rotation under way holds it up
-// until the rotation is done (bounded by catchUpWait, then the copy it left
-// is taken as it is).
+// until the rotation is done (bounded by staleTmpAfter, then the copy it
+// left is taken as it is).
 func (r *reader) history(s *stream) error {
 	left := s.history
 	for left > 0 {
@@ -459,6 +466,12 @@ func (r *reader) serve(s *stream, max int64, markers bool) (int64, readState, er
 			moved = false
 		}
 		out = r.skip(out, s, skipped, mid)
+		if s.restarted {
+			// What the held part's line went on with is gone.
+			s.restarted = false
+			s.lines.drop()
+			out = appendLine(out, s.prefix, []byte(truncatedMarker))
+		}
 		if st != readData {
 			state = st
 			break
@@ -547,10 +560,12 @@ func (r *reader) flushAll(streams []*stream) error {
 // read reads the next bytes of s (at most max), committing them, and says
 // whether the read was short (the end was reached) and what was skipped
 // before them. A read of the live file counts only if no cut can have
-// moved its bytes before it: every cut by Rotate happens while
-// <log>.1.tmp exists, and ends with a new <log>.1 in place, so a read
-// followed by a look that finds no <log>.1.tmp and no unseen <log>.1 read
-// what it thinks it read.
+// moved its bytes before it: Rotate cuts (and shifts the older copies)
+// only while <log>.1.tmp exists, and ends with a new <log>.1 in place, so
+// a read followed by a look that finds no <log>.1.tmp and no unseen
+// <log>.1 read what it thinks it read. (The tmp file is looked at first:
+// the other order would let a rotation's last two renames fall between
+// the looks; this one, only a whole rotation, copy and fsync included.)
 func (r *reader) read(s *stream, max int64) (data []byte, state readState, short bool, skipped int64, mid bool, err error) {
 	fl := r.fl
 	for {
@@ -617,10 +632,11 @@ func (r *reader) read(s *stream, max int64) (data []byte, state readState, short
 				continue
 			case shrunk:
 				// Cut without a copy (truncated by hand, or by a rotator
-				// that is not Rotate): start it over.
+				// that is not Rotate): start it over, and say so.
 				fl.cfg.Log.V(1).Info("Log truncated; reading it from its start", "path", s.path)
 				seg.pos, s.fp = 0, s.fp[:0]
 				s.gen++
+				s.restarted = true
 				fl.mu.Unlock()
 				continue
 			}

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/go-logr/logr/testr"
+	"k8s.io/utils/clock"
+	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/procfleet/procfleet/internal/testutil"
 )
@@ -214,5 +216,81 @@ func TestFleetFIFONeverHangs(t *testing.T) {
 		}
 	case <-time.After(30 * time.Second):
 		t.Fatal("Run hung on a FIFO at a log path")
+	}
+}
+
+// timerClock is a fake clock that says when a timer is set on it, so a
+// test steps it once the follower waits on it.
+type timerClock struct {
+	*clocktesting.FakeClock
+	set chan struct{}
+}
+
+func (c *timerClock) AfterFunc(d time.Duration, f func()) clock.Timer {
+	t := c.FakeClock.AfterFunc(d, f)
+	select {
+	case c.set <- struct{}{}:
+	default:
+	}
+	return t
+}
+
+// TestFleetInterruptedRotation: a rotation that died leaves
+// <log>.1.tmp behind. The follower waits for its copy (a rotation under
+// way) until the tmp file has stood unchanged for staleTmpAfter, then goes
+// on: from where it was when the rotation died before its cut; through the
+// copy when it died after (the truncate mode's cut), so nothing is printed
+// twice or lost.
+func TestFleetInterruptedRotation(t *testing.T) {
+	for _, cutDone := range []bool{false, true} {
+		t.Run(fmt.Sprintf("cut done %v", cutDone), func(t *testing.T) {
+			dir := t.TempDir()
+			path := filepath.Join(dir, "api.log")
+			writeTo(t, path, numbered(0, 10))
+			clk := &timerClock{FakeClock: clocktesting.NewFakeClock(time.Now()), set: make(chan struct{}, 1)}
+			_, out := runFleet(t, FleetConfig{Dir: dir, Lines: -1, Clock: clk}, "api")
+			out.WaitFor(t, numbered(0, 10))
+
+			// The rotation's copy, and (after the cut) a live file holding
+			// only what was written since.
+			writeTo(t, RotatedPath(path, 1)+tmpSuffix, numbered(0, 12))
+			if cutDone {
+				writeTo(t, path, numbered(12, 14))
+			} else {
+				appendTo(t, path, numbered(10, 14))
+			}
+			select {
+			case <-clk.set:
+			case <-time.After(30 * time.Second):
+				t.Fatal("the follower never waited on the rotation's copy")
+			}
+			if got := out.String(); got != numbered(0, 10) {
+				t.Fatalf("printed during a rotation under way: %q", got)
+			}
+			clk.Step(staleTmpAfter)
+			out.WaitFor(t, numberedLine(13))
+			if got, want := out.String(), numbered(0, 14); got != want {
+				t.Errorf("after an interrupted rotation: %q, want %q", got, want)
+			}
+		})
+	}
+}
+
+// TestFleetTruncatedByHand: a log cut without a rotated copy (truncate(1),
+// a rotator that is not Rotate) is read again from its start, after a
+// marker line: what was lost is not known, so it is said, not hidden.
+func TestFleetTruncatedByHand(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "api.log")
+	writeTo(t, path, "one\ntwo\n")
+	_, out := runFleet(t, FleetConfig{Dir: dir, Lines: -1}, "api")
+	out.WaitFor(t, "one\ntwo\n")
+	if err := os.Truncate(path, 0); err != nil {
+		t.Fatal(err)
+	}
+	appendTo(t, path, "3\n") // shorter than what was read: the cut shows
+	out.WaitFor(t, "3\n")
+	if got, want := out.String(), "one\ntwo\n"+truncatedMarker+"\n3\n"; got != want {
+		t.Errorf("output %q, want %q", got, want)
 	}
 }

@@ -132,6 +132,10 @@ func skipMarker(n int64) string {
 	return fmt.Sprintf("--- procfleet: %d bytes skipped: rotated away before they were read ---", n)
 }
 
+// truncatedMarker is the line shown where the log was cut without a
+// rotated copy (truncated by hand), and is read again from its start.
+const truncatedMarker = "--- procfleet: the log was truncated without a copy; reading it again from its start ---"
+
 // eventsExt ends the name of a server's events file.
 const eventsExt = ".events.jsonl"
 

@@ -97,10 +97,11 @@ func RotateDir(dir string, opts Options) ([]string, error) {
 	return rotated, errors.Join(errs...)
 }
 
-// Rotate copies the log at path to <path>.1, after shifting the older
-// copies up by one and dropping those beyond Keep, then truncates the log
-// while its writers keep their O_APPEND descriptors (see the package doc for
-// what is guaranteed). An empty or missing log is left alone.
+// Rotate copies the log at path to <path>.1.tmp, cuts what it copied from
+// the log while its writers keep their O_APPEND descriptors, shifts the
+// older copies up by one (dropping those beyond Keep), and renames the copy
+// to <path>.1 (see the package doc for what is guaranteed). An empty or
+// missing log is left alone.
 func Rotate(path string, opts Options) error {
 	f, err := os.OpenFile(path, os.O_RDWR|noFollow|noBlock, 0)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -123,31 +124,40 @@ func Rotate(path string, opts Options) error {
 
 	tmp := RotatedPath(path, 1) + tmpSuffix
 	if _, err := os.Lstat(tmp); err == nil {
-		// A copy left by a crash between truncate and rename: it is the
-		// newest rotated output, so it takes the place of .1.
-		if err := shift(path, opts.keep()); err != nil {
-			return err
+		// A copy left by a crash between the cut and the rename: it is the
+		// newest rotated output, so it takes the place of .1, after the
+		// shift that crash did not finish (none is left to do once .1 has
+		// moved: the shift ends with it).
+		if _, err := os.Lstat(RotatedPath(path, 1)); err == nil {
+			if err := shift(path, opts.keep()); err != nil {
+				return err
+			}
 		}
 		if err := os.Rename(tmp, RotatedPath(path, 1)); err != nil {
 			return fmt.Errorf("rotate log %s: recover %s: %w", path, tmp, err)
 		}
 	}
-	if err := shift(path, opts.keep()); err != nil {
-		return err
-	}
 	out, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC|noFollow|noBlock, fileMode)
 	if err != nil {
 		return fmt.Errorf("rotate log %s: %w", path, err)
 	}
-	if err := copyTruncate(f, out); err != nil {
+	cut, err := copyTruncate(f, out)
+	if err != nil {
 		_ = out.Close()
-		_ = os.Remove(tmp)
+		if !cut {
+			_ = os.Remove(tmp)
+		}
 		return fmt.Errorf("rotate log %s: %w", path, err)
 	}
-	// The live file is already truncated: from here on, a failure leaves the
-	// copy in tmp, which the next Rotate recovers.
+	// The live file is already cut: from here on, a failure leaves the
+	// copy in tmp, which the next Rotate recovers. The older copies are
+	// shifted now, while tmp exists, so that a follower never finds
+	// <path>.1 missing without a rotation under way (see Fleet).
 	if err := out.Close(); err != nil {
 		return fmt.Errorf("rotate log %s: %w", path, err)
+	}
+	if err := shift(path, opts.keep()); err != nil {
+		return err
 	}
 	if err := os.Rename(tmp, RotatedPath(path, 1)); err != nil {
 		return fmt.Errorf("rotate log %s: %w", path, err)
@@ -180,20 +190,21 @@ var disableCollapse = false
 
 // copyTruncate copies f to out while f grows, then removes what was copied
 // from f: with collapsePrefix where the file system can (nothing lost), else
-// by reading the remainder and truncating at once.
-func copyTruncate(f, out *os.File) error {
+// by reading the remainder and truncating at once. cut reports whether f
+// was cut (then out holds what left it, even on error).
+func copyTruncate(f, out *os.File) (cut bool, err error) {
 	var copied int64
 	for round := 0; round < maxRounds; round++ {
 		fi, err := f.Stat()
 		if err != nil {
-			return err
+			return false, err
 		}
 		n := fi.Size() - copied
 		if n <= 0 {
 			break
 		}
 		if _, err := io.Copy(out, io.NewSectionReader(f, copied, n)); err != nil {
-			return fmt.Errorf("copy: %w", err)
+			return false, fmt.Errorf("copy: %w", err)
 		}
 		copied += n
 		if n < quietRound {
@@ -202,29 +213,29 @@ func copyTruncate(f, out *os.File) error {
 	}
 	// Make the bulk durable before the original is cut.
 	if err := out.Sync(); err != nil {
-		return fmt.Errorf("sync copy: %w", err)
+		return false, fmt.Errorf("sync copy: %w", err)
 	}
 	if n, err := collapsePrefix(f, copied); err == nil {
 		// The copy keeps exactly what left the live file.
 		if err := out.Truncate(n); err != nil {
-			return fmt.Errorf("trim copy: %w", err)
+			return true, fmt.Errorf("trim copy: %w", err)
 		}
-		return nil
+		return true, nil
 	}
 	// The remainder: read up to end of file, then truncate with nothing in
 	// between. Bytes written after this read returns end of file and before
 	// the truncate are the only ones lost.
 	rest, err := io.ReadAll(io.NewSectionReader(f, copied, maxRemainder))
 	if err != nil {
-		return fmt.Errorf("copy: %w", err)
+		return false, fmt.Errorf("copy: %w", err)
 	}
 	if err := f.Truncate(0); err != nil {
-		return fmt.Errorf("truncate: %w", err)
+		return false, fmt.Errorf("truncate: %w", err)
 	}
 	if _, err := out.Write(rest); err != nil {
-		return fmt.Errorf("copy: %w", err)
+		return true, fmt.Errorf("copy: %w", err)
 	}
-	return nil
+	return true, nil
 }
 
 // Files returns the log at path and its rotated copies that exist, oldest

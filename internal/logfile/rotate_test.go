@@ -76,6 +76,26 @@ func TestRotateIfLarger(t *testing.T) {
 	}
 }
 
+// TestRotateRecoversShiftedCopy: a crash after the shift (.1 already
+// moved to .2) and before the rename leaves the copy in .1.tmp: it goes to
+// .1 without a second shift, which would drop one more old copy.
+func TestRotateRecoversShiftedCopy(t *testing.T) {
+	path := writeFile(t, "new\n")
+	writeTo(t, RotatedPath(path, 2), "older\n")
+	writeTo(t, RotatedPath(path, 3), "oldest\n")
+	writeTo(t, RotatedPath(path, 1)+tmpSuffix, "interrupted\n")
+	if err := Rotate(path, Options{Keep: 4}); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for n := 1; n <= 4; n++ {
+		got = append(got, readString(t, RotatedPath(path, n)))
+	}
+	if diff := cmp.Diff([]string{"new\n", "interrupted\n", "older\n", "oldest\n"}, got); diff != "" {
+		t.Errorf("copies .1 to .4 (-want +got):\n%s", diff)
+	}
+}
+
 func TestRotateRecoversInterruptedCopy(t *testing.T) {
 	path := writeFile(t, "new\n")
 	if err := os.WriteFile(RotatedPath(path, 1), []byte("old\n"), 0o600); err != nil {
@@ -94,18 +114,19 @@ func TestRotateRecoversInterruptedCopy(t *testing.T) {
 	}
 }
 
-// startWriter starts the writer process with its stdout on the log at path,
-// opened O_APPEND as actuate opens a server's log. With batch > 0 it writes
-// batch lines per byte sent to the returned stdin.
-func startWriter(t *testing.T, path string, lines, batch int) (*exec.Cmd, *os.File) {
-	t.Helper()
-	cmd, stdin, _ := startWriterAck(t, path, lines, batch, false)
-	return cmd, stdin
+// writerProc is a writer process started by startWriter.
+type writerProc struct {
+	stdin  *os.File      // with batches: a byte here writes a batch
+	ack    *os.File      // with acks: a byte here once a batch is written
+	exited chan struct{} // closed once the process has exited
+	err    error         // its exit, once exited is closed
 }
 
-// startWriterAck is startWriter; with ack (and batch > 0), the writer
-// sends a byte on the returned ack once each batch is written.
-func startWriterAck(t *testing.T, path string, lines, batch int, ack bool) (*exec.Cmd, *os.File, *os.File) {
+// startWriter starts the writer process with its stdout on the log at path,
+// opened O_APPEND as actuate opens a server's log. With batch > 0 it writes
+// batch lines per byte sent to stdin; with ack, it says on ack when each
+// batch is written. It is killed and reaped when the test ends.
+func startWriter(t *testing.T, path string, lines, batch int, ack bool) *writerProc {
 	t.Helper()
 	logf, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
 	if err != nil {
@@ -120,36 +141,41 @@ func startWriterAck(t *testing.T, path string, lines, batch int, ack bool) (*exe
 	cmd.Env = append(os.Environ(), writerEnv+"="+strconv.Itoa(lines), "PROCFLEET_LOGFILE_TEST_BATCH="+strconv.Itoa(batch))
 	cmd.Stdout = logf
 	cmd.Stderr = os.Stderr
-	var stdin, ackR *os.File
+	w := &writerProc{exited: make(chan struct{})}
 	if batch > 0 {
-		r, w, err := os.Pipe()
+		r, pw, err := os.Pipe()
 		if err != nil {
 			t.Fatal(err)
 		}
 		cmd.Stdin = r
-		stdin = w
-		t.Cleanup(func() { w.Close() })
+		w.stdin = pw
+		t.Cleanup(func() { pw.Close() })
 		defer r.Close()
 	}
 	if ack {
-		r, w, err := os.Pipe()
+		r, pw, err := os.Pipe()
 		if err != nil {
 			t.Fatal(err)
 		}
-		cmd.ExtraFiles = []*os.File{w}
+		cmd.ExtraFiles = []*os.File{pw}
 		cmd.Env = append(cmd.Env, "PROCFLEET_LOGFILE_TEST_ACK=1")
-		ackR = r
+		w.ack = r
 		t.Cleanup(func() { r.Close() })
-		defer w.Close()
+		defer pw.Close()
 	}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
+	go func() { w.err = cmd.Wait(); close(w.exited) }()
 	t.Cleanup(func() {
 		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
+		select {
+		case <-w.exited:
+		case <-time.After(30 * time.Second):
+			t.Errorf("writer pid %d not reaped 30 s after SIGKILL", cmd.Process.Pid)
+		}
 	})
-	return cmd, stdin, ackR
+	return w
 }
 
 // parseLines checks that every line of content is a whole writer line and
@@ -239,9 +265,7 @@ func TestRotateUnderWriter(t *testing.T) {
 func rotateUnderWriter(t *testing.T, dir string, lossless bool) {
 	path := filepath.Join(dir, "api.log")
 	const total = 60_000
-	cmd, _ := startWriter(t, path, total, 0)
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
+	w := startWriter(t, path, total, 0, false)
 
 	var copies []string
 	rotate := func() {
@@ -261,9 +285,9 @@ func rotateUnderWriter(t *testing.T, dir string, lossless bool) {
 	defer ticker.Stop()
 	for running := true; running; {
 		select {
-		case err := <-done:
-			if err != nil {
-				t.Fatalf("writer: %v", err)
+		case <-w.exited:
+			if w.err != nil {
+				t.Fatalf("writer: %v", w.err)
 			}
 			running = false
 		case <-ticker.C:

@@ -37,8 +37,8 @@ type batches struct {
 }
 
 func startBatches(t *testing.T, path string, batch, count int) *batches {
-	_, stdin, ack := startWriterAck(t, path, batch*count, batch, true)
-	return &batches{t: t, stdin: stdin, ack: ack, batch: batch}
+	w := startWriter(t, path, batch*count, batch, true)
+	return &batches{t: t, stdin: w.stdin, ack: w.ack, batch: batch}
 }
 
 // next makes the writer write one more batch and waits until it has.
@@ -156,10 +156,7 @@ func TestFollowStallsUnderContinuousWriter(t *testing.T) {
 	}
 	path := filepath.Join(dir, "api.log")
 	const total = 120_000
-	cmd, _ := startWriter(t, path, total, 0)
-	done := make(chan struct{}) // closed when the writer has exited
-	var werr error
-	go func() { werr = cmd.Wait(); close(done) }()
+	w := startWriter(t, path, total, 0, false)
 
 	out := testutil.NewSyncBuffer()
 	st := testutil.NewStallWriter(out)
@@ -171,7 +168,7 @@ func TestFollowStallsUnderContinuousWriter(t *testing.T) {
 		st.Stall()
 		select {
 		case <-st.Blocked():
-		case <-done: // the follower may have nothing more to write
+		case <-w.exited: // the follower may have nothing more to write
 		case <-time.After(30 * time.Second):
 			t.Fatal("the follower never wrote to its output")
 		}
@@ -189,9 +186,9 @@ func TestFollowStallsUnderContinuousWriter(t *testing.T) {
 			out.WaitFor(t, last)
 		}
 		select {
-		case <-done:
-			if werr != nil {
-				t.Fatalf("writer: %v", werr)
+		case <-w.exited:
+			if w.err != nil {
+				t.Fatalf("writer: %v", w.err)
 			}
 			running = false
 		default:

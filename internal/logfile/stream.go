@@ -17,10 +17,12 @@ const (
 	// the read position says: a file put in place by hand is not taken for
 	// a rotation.
 	fingerprintLen = 256
-	// catchUpWait bounds the wait for a rotation under way (its
-	// <name>.log.1.tmp present) to put its copy in place; a copy left
-	// longer belongs to a rotation that was interrupted.
-	catchUpWait = 2 * time.Second
+	// staleTmpAfter: a <name>.log.1.tmp that has not changed (size, time)
+	// for this long belongs to a rotation that was interrupted, and a
+	// follower stops waiting for it. A rotation under way writes its copy,
+	// then cuts, shifts and renames within moments; up recovers a left
+	// copy at its next rotation pass (every 30 s).
+	staleTmpAfter = 30 * time.Second
 	// scanTries bounds the scans of the rotated copies that a rotation
 	// running at the same moment makes inconsistent; rotations are
 	// seconds apart, so a second scan almost always agrees.
@@ -68,7 +70,8 @@ type stream struct {
 	// the middle of a line.
 	skipped  int64
 	skipMid  bool
-	tmpSince time.Time   // when the reader found a rotation under way
+	tmpSeen  os.FileInfo // the <log>.1.tmp of the rotation the reader waits for
+	tmpSince time.Time   // since when tmpSeen has not changed
 	staleTmp os.FileInfo // a <log>.1.tmp left by an interrupted rotation
 	otherRot os.FileInfo // a <log>.1 that cannot be read as a copy
 	history  int64       // bytes from the start position to the log's end at setup
@@ -79,6 +82,7 @@ type stream struct {
 	// The reader's own.
 	lines       lineBuf
 	discard     bool  // dropping up to the next line feed after a skip
+	restarted   bool  // the log was cut without a copy: read again from 0
 	pending     int64 // bytes skipped, marker not printed yet
 	events      eventsTail
 	prefix      []byte
@@ -226,7 +230,11 @@ func (s *stream) integrate(keep int, log logr.Logger) bool {
 			continue // a rotation moved the copies while they were listed
 		}
 		for i := len(fresh) - 1; i >= 0; i-- {
-			s.cut(fresh[i])
+			later := make([]*file, 0, i) // the newer fresh copies, oldest first
+			for j := i - 1; j >= 0; j-- {
+				later = append(later, fresh[j])
+			}
+			s.cut(fresh[i], later)
 		}
 		break
 	}
@@ -264,14 +272,17 @@ func (s *stream) oddPath(err error, log logr.Logger) {
 	}
 }
 
-// cut takes in one new rotated copy c. When the reader is in the live file
-// at p and c is what a cut removed from its start: before p's end of c, the
-// rest of c is read first, then the live file from its start; beyond it,
-// the live file is read on from p minus c's size (the bytes moved there).
-// The bytes before p must be found where this says, else c is not a cut of
-// this log (a file put there by hand) and nothing moves. When the reader is
-// still in older files, c is read whole before the live file.
-func (s *stream) cut(c *file) {
+// cut takes in one new rotated copy c, later being the copies made by the
+// rotations after it that are taken in with it (oldest first). When the
+// reader is in the live file at p and c is what a cut removed from its
+// start: before p's end of c, the rest of c is read first, then the live
+// file from its start; beyond it, the live file is read on from p minus
+// c's size (the bytes moved there). The bytes before p must be found where
+// this says (after c, in the later copies and then the live file, which
+// later cuts moved them into), else c is not a cut of this log (a file put
+// there by hand) and nothing moves. When the reader is still in older
+// files, c is read whole before the live file.
+func (s *stream) cut(c *file, later []*file) {
 	c.held = true
 	s.copies = append(s.copies, c)
 	live := s.liveSeg()
@@ -293,9 +304,16 @@ func (s *stream) cut(c *file) {
 		live.pos = 0
 	default:
 		q := live.pos - c.size // where the bytes before pos are now
-		inLive := min(int64(len(s.fp)), q)
-		split := int64(len(s.fp)) - inLive
-		if !endsWith(live.file.f, q, s.fp[split:]) || !endsWith(c.f, c.size, s.fp[:split]) {
+		var after joined
+		for _, l := range later {
+			after = append(after, part{r: l.f, size: l.size})
+		}
+		if fi, err := live.file.f.Stat(); err == nil {
+			after = append(after, part{r: live.file.f, size: fi.Size()})
+		}
+		inAfter := min(int64(len(s.fp)), q)
+		split := int64(len(s.fp)) - inAfter
+		if !endsWith(after, q, s.fp[split:]) || !endsWith(c.f, c.size, s.fp[:split]) {
 			return
 		}
 		live.pos = q
@@ -382,14 +400,14 @@ func (s *stream) close() {
 	s.events.close()
 }
 
-// abandonTmp deals with a <log>.1.tmp that stayed longer than catchUpWait:
-// the rotation that made it was interrupted. If the live file no longer
+// abandonTmp deals with a <log>.1.tmp that stayed unchanged for
+// staleTmpAfter: the rotation that made it was interrupted. If the live file no longer
 // holds what was read before the read position, that rotation did cut it,
 // and the copy it left is the cut part: it is taken in as the copy (as the
 // next rotation will put it in place).
 func (s *stream) abandonTmp(fi os.FileInfo, keep int) {
 	s.staleTmp = fi
-	s.tmpSince = time.Time{}
+	s.tmpSeen, s.tmpSince = nil, time.Time{}
 	live := s.liveSeg()
 	if live == nil || s.segs[0] != live || live.pos == 0 {
 		return
@@ -404,7 +422,7 @@ func (s *stream) abandonTmp(fi os.FileInfo, keep int) {
 		}
 		return
 	}
-	s.cut(&file{f: f, fi: ofi, size: ofi.Size()})
+	s.cut(&file{f: f, fi: ofi, size: ofi.Size()}, nil)
 	s.trim(keep)
 }
 
@@ -417,7 +435,7 @@ type cutCheck struct {
 // lock: the answer is judged under it).
 func (s *stream) lookForCut() cutCheck {
 	var c cutCheck
-	c.tmp, _ = os.Lstat(s.tmp)
+	c.tmp, _ = os.Lstat(s.tmp) // first: see reader.read
 	c.rot, _ = os.Lstat(s.rot)
 	return c
 }
@@ -432,22 +450,25 @@ const (
 )
 
 // judgeCut decides, under Fleet.mu, whether a read of the live file may
-// have been moved by a cut. A <log>.1.tmp that stays longer than
-// catchUpWait is abandoned (see abandonTmp). Only the reader calls it.
+// have been moved by a cut. A <log>.1.tmp that stays unchanged for
+// staleTmpAfter is abandoned (see abandonTmp). Only the reader calls it.
 func (s *stream) judgeCut(c cutCheck, fl *Fleet) cutVerdict {
 	if c.tmp != nil && !sameInfo(c.tmp, s.staleTmp) {
 		switch {
-		case s.tmpSince.IsZero():
-			s.tmpSince = time.Now()
-			time.AfterFunc(catchUpWait, func() { fl.poke(s) })
-		case time.Since(s.tmpSince) >= catchUpWait:
+		case !unchanged(c.tmp, s.tmpSeen):
+			// Another rotation, or this one still writing its copy: the
+			// clock starts again.
+			s.tmpSeen, s.tmpSince = c.tmp, fl.cfg.Clock.Now()
+			// poke takes fl.mu, held here: run it on its own.
+			fl.cfg.Clock.AfterFunc(staleTmpAfter, func() { go fl.poke(s) })
+		case fl.cfg.Clock.Since(s.tmpSince) >= staleTmpAfter:
 			fl.cfg.Log.Info("A rotation left its copy unfinished; going on without it", "path", s.tmp)
 			s.abandonTmp(c.tmp, fl.cfg.Keep)
 			return cutMoved
 		}
 		return cutWait
 	}
-	s.tmpSince = time.Time{}
+	s.tmpSeen, s.tmpSince = nil, time.Time{}
 	if c.rot != nil && !s.held(c.rot) && !sameInfo(c.rot, s.otherRot) {
 		if s.integrate(fl.cfg.Keep, fl.cfg.Log) {
 			return cutMoved
@@ -457,6 +478,12 @@ func (s *stream) judgeCut(c cutCheck, fl *Fleet) cutVerdict {
 		}
 	}
 	return cutNone
+}
+
+// unchanged reports whether a and b are the same file with the same size
+// and modification time.
+func unchanged(a, b os.FileInfo) bool {
+	return a != nil && b != nil && os.SameFile(a, b) && a.Size() == b.Size() && a.ModTime().Equal(b.ModTime())
 }
 
 // sameInfo reports whether two Lstat results name the same file, or both
