@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"os"
+	"slices"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -61,10 +62,11 @@ type stream struct {
 	name                   string
 	path, rot, tmp, evPath string // the live log, <log>.1, <log>.1.tmp, the events file
 
-	segs   []*segment // what is left to read, in order; the live file last
-	copies []*file    // the rotated copies seen that are still in the folder
-	gen    uint64
-	fp     []byte // the last bytes committed, at most fingerprintLen
+	segs    []*segment // what is left to read, in order; the live file last
+	copies  []*file    // the rotated copies seen that are still in the folder
+	waiting []*file    // copies seen, not taken in yet (see applyPending), oldest first
+	gen     uint64
+	fp      []byte // the last bytes committed, at most fingerprintLen
 	// skipped counts the bytes of copies given up (more rotations than Keep
 	// while the reader was behind); skipMid: what follows them starts in
 	// the middle of a line.
@@ -229,15 +231,16 @@ func (s *stream) integrate(keep int, log logr.Logger) bool {
 			}
 			continue // a rotation moved the copies while they were listed
 		}
+		// Held at once (so a rotation that removes one cannot lose it),
+		// taken in below, oldest first.
 		for i := len(fresh) - 1; i >= 0; i-- {
-			later := make([]*file, 0, i) // the newer fresh copies, oldest first
-			for j := i - 1; j >= 0; j-- {
-				later = append(later, fresh[j])
-			}
-			s.cut(fresh[i], later)
+			fresh[i].held = true
+			s.copies = append(s.copies, fresh[i])
+			s.waiting = append(s.waiting, fresh[i])
 		}
 		break
 	}
+	s.applyPending()
 	s.forgetRemoved()
 	s.trim(keep)
 
@@ -272,32 +275,50 @@ func (s *stream) oddPath(err error, log logr.Logger) {
 	}
 }
 
+// applyPending takes in the waiting copies, oldest first. A copy whose
+// check fails while a rotation is under way (its tmp file there, or a
+// newer <log>.1 not held yet) may have failed because that rotation moved
+// the bytes it looks for: it waits, with the ones after it, until that
+// rotation's copy is in place and can be looked at with it.
+func (s *stream) applyPending() {
+	for len(s.waiting) > 0 {
+		c := s.waiting[0]
+		if !s.cut(c, s.waiting[1:]) {
+			if now := s.lookForCut(); (now.tmp != nil && !sameInfo(now.tmp, s.staleTmp)) || (now.rot != nil && !s.held(now.rot)) {
+				return
+			}
+			// Nothing moves meanwhile: c is not a cut of this log.
+		}
+		s.waiting[0] = nil
+		s.waiting = s.waiting[1:]
+	}
+}
+
 // cut takes in one new rotated copy c, later being the copies made by the
-// rotations after it that are taken in with it (oldest first). When the
+// rotations after it, held and not taken in yet (oldest first). When the
 // reader is in the live file at p and c is what a cut removed from its
 // start: before p's end of c, the rest of c is read first, then the live
 // file from its start; beyond it, the live file is read on from p minus
 // c's size (the bytes moved there). The bytes before p must be found where
 // this says (after c, in the later copies and then the live file, which
-// later cuts moved them into), else c is not a cut of this log (a file put
-// there by hand) and nothing moves. When the reader is still in older
-// files, c is read whole before the live file.
-func (s *stream) cut(c *file, later []*file) {
-	c.held = true
-	s.copies = append(s.copies, c)
+// later cuts moved them into); cut reports false when they are not (c is
+// not a cut of this log, or a rotation moved them meanwhile), and then
+// moves nothing. When the reader is still in older files, c is read whole
+// before the live file.
+func (s *stream) cut(c *file, later []*file) bool {
 	live := s.liveSeg()
 	switch {
 	case live == nil:
-		return // a copy of no file this follows
+		return true // a copy of no file this follows
 	case os.SameFile(c.fi, live.file.fi):
 		live.live = false // renamed away: read to its end, then the new file
-		return
+		return true
 	case s.segs[0] != live:
 		c.refs++
 		s.segs = append(s.segs[:len(s.segs)-1], &segment{file: c}, live)
 	case live.pos <= c.size:
 		if !endsWith(c.f, live.pos, s.fp) {
-			return
+			return false
 		}
 		c.refs++
 		s.segs = []*segment{{file: c, pos: live.pos}, live}
@@ -314,11 +335,12 @@ func (s *stream) cut(c *file, later []*file) {
 		inAfter := min(int64(len(s.fp)), q)
 		split := int64(len(s.fp)) - inAfter
 		if !endsWith(after, q, s.fp[split:]) || !endsWith(c.f, c.size, s.fp[:split]) {
-			return
+			return false
 		}
 		live.pos = q
 	}
 	s.gen++
+	return true
 }
 
 // trim gives up the oldest copies being read while more than keep of them
@@ -353,7 +375,7 @@ func (s *stream) copySegs() int {
 func (s *stream) forgetRemoved() {
 	kept := s.copies[:0]
 	for _, c := range s.copies {
-		if fi, err := c.f.Stat(); err == nil && linked(fi) {
+		if fi, err := c.f.Stat(); (err == nil && linked(fi)) || slices.Contains(s.waiting, c) {
 			kept = append(kept, c)
 			continue
 		}
@@ -422,7 +444,10 @@ func (s *stream) abandonTmp(fi os.FileInfo, keep int) {
 		}
 		return
 	}
-	s.cut(&file{f: f, fi: ofi, size: ofi.Size()}, nil)
+	c := &file{f: f, fi: ofi, size: ofi.Size(), held: true}
+	s.copies = append(s.copies, c)
+	s.waiting = append(s.waiting, c)
+	s.applyPending()
 	s.trim(keep)
 }
 
@@ -469,6 +494,15 @@ func (s *stream) judgeCut(c cutCheck, fl *Fleet) cutVerdict {
 		return cutWait
 	}
 	s.tmpSeen, s.tmpSince = nil, time.Time{}
+	if len(s.waiting) > 0 {
+		// Copies not taken in yet: the read position is not known.
+		if s.integrate(fl.cfg.Keep, fl.cfg.Log) {
+			return cutMoved
+		}
+		if len(s.waiting) > 0 {
+			return cutWait
+		}
+	}
 	if c.rot != nil && !s.held(c.rot) && !sameInfo(c.rot, s.otherRot) {
 		if s.integrate(fl.cfg.Keep, fl.cfg.Log) {
 			return cutMoved
