@@ -959,6 +959,11 @@ func (r *Reconciler) stop(ctx context.Context, s *server, d Desired, a Action, r
 	var err error
 	if rec != nil {
 		opts := actuate.StopOptions{Grace: sp.TerminationGracePeriod(), KillTimeout: sp.KillTimeout(), Port: rec.Port}
+		if t != nil {
+			// Held since spawn or adoption: stopped whatever it has
+			// exec'd into or renamed itself to (issue 13).
+			opts.Held = t.handle
+		}
 		err = r.act.Stop(ctx, *rec, opts)
 	}
 	if t != nil {
