@@ -554,12 +554,12 @@ func (r *Reconciler) handleExit(ctx context.Context, s *server, t *tracked) erro
 		}
 		cancel()
 		if st, ok := t.running.Exit(); ok {
-			le = &LastExit{Code: st.Code, Signal: st.Signal, Reason: st.String()}
-			if st.Signal == "SIGKILL" {
-				le.Reason += " (the out-of-memory killer may have ended it)"
-			}
+			// The out-of-memory hint only on the kernel's word, read
+			// before the cleanup removes the cgroup and its counters.
+			le = &LastExit{Code: st.Code, Signal: st.Signal, Reason: actuate.ExitMessage(t.rec, st)}
 		}
 	}
+	r.cleanupAfterExit(ctx, s, t)
 	if !learn {
 		_ = t.handle.Close()
 	}
@@ -596,7 +596,7 @@ func (r *Reconciler) handleExit(ctx context.Context, s *server, t *tracked) erro
 		// teardown cancels lctx (learnCancel) and waits for r.starts.
 		r.starts.Go(func() {
 			defer lcancel()
-			r.learnExit(lctx, s.name, t.handle, t.rec.PID, le, seq)
+			r.learnExit(lctx, s.name, t.handle, t.rec, le, seq)
 		})
 	}
 	return err
@@ -616,16 +616,15 @@ const exitLearnBound = 5 * time.Second
 // for its exit status until it is known (its parent reaped it), ctx ends, or
 // exitLearnBound has passed; then closes h. A status learned is posted; the
 // worker puts it in place of le if that exit is still the server's last.
-func (r *Reconciler) learnExit(ctx context.Context, name string, h *observe.Handle, pid int, le *LastExit, seq uint64) {
+func (r *Reconciler) learnExit(ctx context.Context, name string, h *observe.Handle, rec actuate.Record, le *LastExit, seq uint64) {
 	defer h.Close()
+	pid := rec.PID
 	wait, waited := 10*time.Millisecond, time.Duration(0)
 	for {
 		if st, ok := h.ExitStatus(); ok {
 			learned := &LastExit{Code: st.Code, Signal: st.Signal, At: le.At}
-			learned.Reason = st.String() + " (learned after its parent reaped it)"
-			if st.Signal == "SIGKILL" {
-				learned.Reason = st.String() + " (learned after its parent reaped it; the out-of-memory killer may have ended it)"
-			}
+			msg := actuate.ExitMessage(rec, actuate.ExitStatus{Code: st.Code, Signal: st.Signal})
+			learned.Reason = msg + " (learned after its parent reaped it)"
 			r.log.V(1).Info("Exit status learned", "server", name, "pid", pid, "status", st.String(), "waited", waited)
 			r.post(name, post{kind: postExitLearned, exitSeq: seq, learned: learned, message: fmt.Sprintf("pid %d %s", pid, learned.Reason)})
 			return
