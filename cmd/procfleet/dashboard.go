@@ -42,11 +42,28 @@ func (b uiBackend) Detail(ctx context.Context, name string) (dashboard.Detail, e
 	return uiDetail(d), nil
 }
 
-// Request would take a stop, start or restart. The reconciler's requests
-// for the CLI's stop, start and restart are not in this build yet: every
-// request is refused, saying so, and nothing changes.
-func (b uiBackend) Request(_ context.Context, name string, a dashboard.Action) error {
-	return fmt.Errorf("%s %s: this build of procfleet takes no stop, start or restart requests yet", a, name)
+// Request is the CLI's stop, start or restart of one server, taken by the
+// reconciler (reconciler.Stop, Start, Restart): it returns once the
+// request is queued, and the page follows it through Changed. An unknown
+// name wraps dashboard.ErrNotFound; a refusal (a restart of a quarantined
+// server, a start of one no longer declared) says why.
+func (b uiBackend) Request(ctx context.Context, name string, a dashboard.Action) error {
+	var take func(context.Context, []string) (*reconciler.Request, error)
+	switch a {
+	case dashboard.ActionStop:
+		take = b.r.Stop
+	case dashboard.ActionStart:
+		take = b.r.Start
+	case dashboard.ActionRestart:
+		take = b.r.Restart
+	default:
+		return fmt.Errorf("%s %s: not a request the reconciler takes", a, name)
+	}
+	_, err := take(ctx, []string{name})
+	if errors.Is(err, api.ErrNotFound) {
+		return fmt.Errorf("%w: %w", dashboard.ErrNotFound, err)
+	}
+	return err
 }
 
 // uiDetail maps a server's detail to what its page shows: the record

@@ -220,10 +220,42 @@ func TestUpUI(t *testing.T) {
 		t.Errorf("db's pid went from %d to %d after a refused stop", pidIn(st, "db"), pidIn(st2, "db"))
 	}
 
+	// A button's request, as the page's fetch sends it: an unknown name is
+	// 404 with the nearest name; api's Restart is the reconciler's
+	// restart, a new pid in procfleet status and db untouched.
+	if code, body := post(t, c, base, "/servers/apj/restart"); code != http.StatusNotFound || !strings.Contains(body, "did you mean api") {
+		t.Errorf("restart of an unknown server: %d %s; want 404 naming api", code, body)
+	}
+	if code, body := post(t, c, base, "/servers/api/restart"); code != http.StatusOK || !strings.Contains(body, `"ok":true`) {
+		t.Errorf("restart api: %d %s; want 200 ok", code, body)
+	}
+	st2 := f.waitStatus("api restarted", func(s reconciler.Status) bool {
+		return readyWith("db", "api")(s) && pidIn(s, "api") != pidIn(st, "api")
+	})
+	if pidIn(st2, "db") != pidIn(st, "db") {
+		t.Errorf("db's pid went from %d to %d when api was restarted", pidIn(st, "db"), pidIn(st2, "db"))
+	}
+
 	stopUp(t, up, upLog)
 	if _, err := c.Get(base + "/"); err == nil {
 		t.Errorf("the dashboard still answers after up exited")
 	}
+}
+
+// post sends a button's request as the page does (same origin, asking for
+// JSON) and returns the status code and body.
+func post(t *testing.T, c *http.Client, base, path string) (int, string) {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, base+path, nil)
+	req.Header.Set("Origin", base)
+	req.Header.Set("Accept", "application/json")
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatalf("POST %s: %v", path, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
 }
 
 // stopUp ends an up with SIGTERM and expects exit 0.

@@ -140,7 +140,9 @@ func (f *upFleet) status() map[string]browsertest.Row {
 // opens it (`procfleet ui --open`): the fleet page lists the three servers
 // with the pids `procfleet status` shows, and the graph a node per server
 // and an edge per dependsOn; kill -9 of api shows, without a reload, its
-// restart count go up and its phase change, then a new pid; its page shows
+// restart count go up and its phase change, then a new pid; web's Restart
+// button gives it a new pid in the page and in procfleet status, and its
+// Stop and Start buttons stop and start it; api's page shows
 // the evidence procfleet holds and follows its log live across a restart;
 // a request without the token, with a foreign Host, or a cross-origin
 // POST is refused and stops nothing. It writes screenshots of the fleet
@@ -241,6 +243,47 @@ func TestDashboard(t *testing.T) {
 		if st[other].PID != rows[other].PID {
 			t.Errorf("%s's pid went from %d to %d when api was killed", other, rows[other].PID, st[other].PID)
 		}
+	}
+
+	// The buttons, on the fleet page, the same requests as the CLI verbs:
+	// Restart gives web a new pid, in the page and in procfleet status;
+	// Stop (confirmed) holds it Stopped; Start runs it again. web is the
+	// leaf of the graph: nothing else may move.
+	webPID := rows["web"].PID
+	browsertest.Run(t, ctx, "click web's Restart", chromedp.Click(chromedp.CSS(`#row-web button[data-action=restart]`)))
+	browsertest.WaitJS(t, ctx, "web restarted, with a new pid",
+		fmt.Sprintf(`(r => r && r.dataset.phase === "Running" && r.dataset.ready === "true" && r.dataset.pid !== "0" && r.dataset.pid !== "%d")(document.getElementById("row-web"))`, webPID))
+	web, st := browsertest.Rows(t, ctx)["web"], f.status()
+	if web.PID != st["web"].PID || web.Restarts != st["web"].Restarts {
+		t.Errorf("web after Restart: page %+v, procfleet status %+v; want the same pid and restarts", web, st["web"])
+	}
+	if err := syscall.Kill(webPID, 0); !errors.Is(err, syscall.ESRCH) {
+		t.Errorf("web's pid %d before Restart: kill -0 = %v, want ESRCH", webPID, err)
+	}
+	browsertest.Run(t, ctx, "click web's Stop, confirming", chromedp.Evaluate[chromedp.Void](`window.confirm = () => true; undefined`),
+		chromedp.Click(chromedp.CSS(`#row-web button[data-action=stop]`)))
+	browsertest.WaitJS(t, ctx, "web stopped, with a Start button",
+		`(r => r && r.dataset.phase === "Stopped" && r.dataset.pid === "0" && r.querySelector("button[data-action=start]"))(document.getElementById("row-web"))`)
+	if st := f.status()["web"]; st.Phase != "Stopped" || st.PID != 0 {
+		t.Errorf("web after Stop: procfleet status %+v, want Stopped with no pid", st)
+	}
+	if err := syscall.Kill(web.PID, 0); !errors.Is(err, syscall.ESRCH) {
+		t.Errorf("web's pid %d after Stop: kill -0 = %v, want ESRCH", web.PID, err)
+	}
+	browsertest.Run(t, ctx, "click web's Start", chromedp.Click(chromedp.CSS(`#row-web button[data-action=start]`)))
+	browsertest.WaitJS(t, ctx, "web running again",
+		fmt.Sprintf(`(r => r && r.dataset.phase === "Running" && r.dataset.ready === "true" && r.dataset.pid !== "0" && r.dataset.pid !== "%d")(document.getElementById("row-web"))`, web.PID))
+	web, st = browsertest.Rows(t, ctx)["web"], f.status()
+	if web.PID != st["web"].PID || !st["web"].Ready {
+		t.Errorf("web after Start: page %+v, procfleet status %+v; want the same pid, ready", web, st["web"])
+	}
+	for _, other := range []string{"backend", "api"} {
+		if want := map[string]int{"backend": rows["backend"].PID, "api": api.PID}[other]; st[other].PID != want {
+			t.Errorf("%s's pid went from %d to %d when web was restarted, stopped and started", other, want, st[other].PID)
+		}
+	}
+	if !browsertest.Eval[bool](t, ctx, `window.__sameDocument === true`) {
+		t.Fatal("the fleet page was reloaded")
 	}
 
 	// api's page: the evidence, and its log followed live across one more
