@@ -321,6 +321,10 @@ func stoppingDependents(name string, desired map[string]Desired, observed map[st
 
 func planRunning(a Action, d Desired, o Observed) Action {
 	if d.Restart {
+		if why := rollingWait(d, o); why != "" {
+			a.Kind, a.Reason, a.Rolling = ActionWait, why, true // a restart of api rolls
+			return a
+		}
 		a.Kind, a.Phase, a.Reason, a.Fresh = ActionReplace, PhaseStopping, reasonRestartRequested, true
 		return a
 	}

@@ -206,21 +206,23 @@ type Rollout struct {
 
 // rolloutOf summarizes the other instances of d's server for d's rolling
 // turn. names are the server's instances in index order; state tells
-// whether one runs Ready and the spec hash it runs. It stops at the first
+// whether one runs Ready, the spec hash it runs, and whether a restart
+// asked of it is still to be carried out (a restart of api rolls as a spec
+// change does: a lower index with one pending goes first). It stops at the first
 // instance that makes the replica wait (one not Ready, or a lower one
 // still to be replaced), so that it allocates nothing and, with every
 // replica Ready, costs O(1) for all but the first: a resync over n
 // replicas about to roll costs O(n), not O(n^2).
-func rolloutOf(d Desired, names []string, desired map[string]Desired, state func(name string) (ready bool, hash string)) Rollout {
+func rolloutOf(d Desired, names []string, desired map[string]Desired, state func(name string) (ready bool, hash string, restart bool)) Rollout {
 	for j, n := range names {
 		sd, declared := desired[n]
 		if n == d.Instance.Name || !declared || sd.Held {
 			continue
 		}
-		switch ready, hash := state(n); {
+		switch ready, hash, restart := state(n); {
 		case !ready:
 			return Rollout{NotReady: n}
-		case j < d.Instance.Index && hash != sd.Hash:
+		case j < d.Instance.Index && (hash != sd.Hash || restart):
 			return Rollout{Before: n}
 		}
 	}
@@ -230,20 +232,22 @@ func rolloutOf(d Desired, names []string, desired map[string]Desired, state func
 // rolloutLocked is rolloutOf over the reconciler's memory of each
 // instance. The caller holds r.mu.
 func (r *Reconciler) rolloutLocked(d Desired, desired map[string]Desired) *Rollout {
-	ro := rolloutOf(d, r.instances[d.replicaOf()], desired, func(n string) (bool, string) {
+	ro := rolloutOf(d, r.instances[d.replicaOf()], desired, func(n string) (bool, string, bool) {
 		s := r.servers[n]
 		if s == nil {
-			return false, ""
+			return false, "", false
 		}
-		return s.st.shownReady(), s.st.hash
+		req := r.requests[n]
+		return s.st.shownReady(), s.st.hash, req.restart && req.seq > s.taken
 	})
 	return &ro
 }
 
 // rollingTurn reports whether the pass of d's instance must know its
-// Rollout: it is a replica running a spec other than the declared one.
+// Rollout: it is a replica running a spec other than the declared one, or
+// one a restart asks to replace.
 func rollingTurn(d Desired, o Observed) bool {
-	return d.replicaOf() != "" && o.running() && !o.Starting && o.SpecHash != d.Hash
+	return d.replicaOf() != "" && o.running() && !o.Starting && (o.SpecHash != d.Hash || d.Restart)
 }
 
 // rollingWait says why the replace of a replica that runs an older spec

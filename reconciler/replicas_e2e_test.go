@@ -69,34 +69,40 @@ type readySampler struct {
 	lowAt   string
 }
 
-// sampleReady starts sampling the instances of names in r's status.
+// sampleReady starts sampling the instances of names in r's status. It
+// takes the first sample before it returns, so that a change the caller
+// makes next is sampled from its start.
 func sampleReady(r *Reconciler, names []string, arm int) *readySampler {
 	s := &readySampler{stop: make(chan struct{}), done: make(chan struct{}), arm: arm, lowest: len(names)}
+	sample := func() {
+		st := r.Status()
+		n := 0
+		for _, name := range names {
+			if ss, ok := st.Get(name); ok && ss.Phase == PhaseRunning && ss.Ready {
+				n++
+			}
+		}
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if s.samples > 0 || n >= s.arm {
+			s.samples++
+			if n < s.lowest {
+				s.lowest, s.lowAt = n, dumpStatus(st)
+			}
+		}
+	}
+	sample()
 	go func() {
 		defer close(s.done)
 		tick := time.NewTicker(10 * time.Millisecond)
 		defer tick.Stop()
 		for {
-			st := r.Status()
-			n := 0
-			for _, name := range names {
-				if ss, ok := st.Get(name); ok && ss.Phase == PhaseRunning && ss.Ready {
-					n++
-				}
-			}
-			s.mu.Lock()
-			if s.samples > 0 || n >= s.arm {
-				s.samples++
-				if n < s.lowest {
-					s.lowest, s.lowAt = n, dumpStatus(st)
-				}
-			}
-			s.mu.Unlock()
 			select {
 			case <-s.stop:
 				return
 			case <-tick.C:
 			}
+			sample()
 		}
 	}()
 	return s
@@ -428,5 +434,57 @@ func TestReplicasApplyRolls(t *testing.T) {
 	}
 	if strings.Join(order, " ") != "api-0 api-1 api-2" {
 		t.Errorf("apply replaced in the order %v, want api-0 api-1 api-2", order)
+	}
+}
+
+// TestReplicasRestartRolls: restart api replaces its instances one at a
+// time, in index order, each once the one before is Ready again (at least
+// two of three Ready in every sample), and returns once all three run new
+// pids; restart api-1 replaces only api-1.
+func TestReplicasRestartRolls(t *testing.T) {
+	f := newTestFleet(t)
+	base := testserver.FreePortRange(t, 3)
+	n := 3
+	f.add(&testSpec{name: "api", port: base, replicas: &n})
+	f.write()
+	rr := f.run(t, nil)
+	names := instances("api", 3)
+	st := waitStatus(t, rr.r, "three replicas", allReady(names...))
+	old := pidsOf(st, names...)
+
+	sampler := sampleReady(rr.r, names, 3)
+	st, err := verb(t, rr.r, VerbRestart, "api")
+	samples, lowest, at := sampler.end()
+	if err != nil {
+		t.Fatalf("restart api: %v", err)
+	}
+	t.Logf("%d samples, at least %d of 3 Ready in each", samples, lowest)
+	for _, name := range names {
+		if s, _ := st.Get(name); !s.Ready || s.PID == 0 || s.PID == old[name] {
+			t.Errorf("%s after restart api: %+v; want Ready with a new pid (was %d)", name, s, old[name])
+		}
+	}
+	if lowest < 2 || samples == 0 {
+		t.Errorf("only %d of 3 replicas Ready during restart api (of %d samples), at:\n%s", lowest, samples, at)
+	}
+	checkInstances(t, st, base, names...)
+	var order []string
+	for _, e := range rr.ev.all() {
+		if e.Reason == ReasonReplacing {
+			order = append(order, e.Server)
+		}
+	}
+	if strings.Join(order, " ") != "api-0 api-1 api-2" {
+		t.Errorf("restart api replaced in the order %v, want api-0 api-1 api-2", order)
+	}
+
+	before := pidsOf(st, names...)
+	st, err = verb(t, rr.r, VerbRestart, "api-1")
+	if err != nil {
+		t.Fatalf("restart api-1: %v", err)
+	}
+	after := pidsOf(st, names...)
+	if after["api-1"] == before["api-1"] || after["api-0"] != before["api-0"] || after["api-2"] != before["api-2"] {
+		t.Errorf("restart api-1: pids %v -> %v; want only api-1's to change", before, after)
 	}
 }

@@ -47,9 +47,9 @@ func planReplica(name string, desired map[string]Desired, observed map[string]Ob
 	d, self := desired[name], observed[name]
 	if rollingTurn(d, self) {
 		names := d.Server.InstanceNames()
-		ro := rolloutOf(d, names, desired, func(n string) (bool, string) {
+		ro := rolloutOf(d, names, desired, func(n string) (bool, string, bool) {
 			o := observed[n]
-			return o.Ready && o.Phase == PhaseRunning, o.SpecHash
+			return o.Ready && o.Phase == PhaseRunning, o.SpecHash, desired[n].Restart
 		})
 		self.Rollout = &ro
 	}
@@ -209,6 +209,58 @@ func TestRollingReplaceOneAtATime(t *testing.T) {
 		if s != newReady {
 			t.Errorf("api-%d ends %d, want replaced and Ready", i, s)
 		}
+	}
+}
+
+// TestRollingRestart: restart api (a restart asked of every instance)
+// rolls as a spec change does: in index order, the next only once the
+// one before is Ready again; restart api-1 alone goes at once; a replica
+// that is down is restarted at once.
+func TestRollingRestart(t *testing.T) {
+	restart := func(n string) Action {
+		a := want(n, ActionReplace, PhaseStopping, reasonRestartRequested)
+		a.Fresh = true
+		return a
+	}
+	wait := func(n string, why string) Action {
+		a := want(n, ActionWait, PhaseRunning, "rolling replace: waits for "+why)
+		a.Rolling = true
+		return a
+	}
+	tests := []struct {
+		name      string
+		states    []replicaState
+		restarted []int // the instances a restart is asked of, not yet carried out
+		server    string
+		want      Action
+	}{
+		{"restart api: the first goes", []replicaState{newReady, newReady, newReady}, []int{0, 1, 2}, "api-0", restart("api-0")},
+		{"restart api: the second waits for the first", []replicaState{newReady, newReady, newReady}, []int{0, 1, 2}, "api-1", wait("api-1", "api-0 to be replaced first")},
+		{"restart api: the third waits for the first", []replicaState{newReady, newReady, newReady}, []int{0, 1, 2}, "api-2", wait("api-2", "api-0 to be replaced first")},
+		{"the first restarting: the second waits for it to be Ready", []replicaState{newStarting, newReady, newReady}, []int{1, 2}, "api-1", wait("api-1", "api-0 to be Ready")},
+		{"the first Ready again: the second goes", []replicaState{newReady, newReady, newReady}, []int{1, 2}, "api-1", restart("api-1")},
+		{"the first Ready again: the third waits for the second", []replicaState{newReady, newReady, newReady}, []int{1, 2}, "api-2", wait("api-2", "api-1 to be replaced first")},
+		{"restart api-1 alone: it goes", []replicaState{newReady, newReady, newReady}, []int{1}, "api-1", restart("api-1")},
+		{"restart api-2 while api-1 is down: it waits", []replicaState{newReady, gone, newReady}, []int{2}, "api-2", wait("api-2", "api-1 to be Ready")},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			desired := replicated(len(tt.states))
+			observed := map[string]Observed{}
+			for i, s := range tt.states {
+				observed[spec.InstanceName("api", i)] = s.observed()
+			}
+			for _, i := range tt.restarted {
+				name := spec.InstanceName("api", i)
+				d := desired[name]
+				d.StartNow, d.Restart = true, true
+				desired[name] = d
+			}
+			got := planReplica(tt.server, desired, observed)
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("PlanServer(%s) mismatch (-want +got):\n%s", tt.server, diff)
+			}
+		})
 	}
 }
 
