@@ -187,7 +187,8 @@ func (fl *Fleet) Add(names ...string) error {
 
 // Run prints the logs as FleetConfig says: without Follow it returns once
 // it has printed what they hold; with Follow it returns nil when ctx ends,
-// having let out the lines still held. It fails when writing to Out fails.
+// having printed what the logs held then (at most 256 KiB more of each) and
+// let out the lines still held. It fails when writing to Out fails.
 // Run may be called once.
 //
 // One goroutine waits for the folder's events, reads and writes, as tail
@@ -273,6 +274,14 @@ func (fl *Fleet) Run(ctx context.Context) error {
 			}
 		}
 		if ctx.Err() != nil {
+			// What was written before the end is printed: one more look
+			// at every log, at most turnBytes each.
+			fl.overflow()
+			for s := fl.pop(); s != nil; s = fl.pop() {
+				if _, _, err := r.serve(s, turnBytes, fl.cfg.Markers); err != nil {
+					return err
+				}
+			}
 			fl.mu.Lock()
 			streams := append([]*stream(nil), fl.streams...)
 			fl.mu.Unlock()

@@ -294,3 +294,53 @@ func TestFleetTruncatedByHand(t *testing.T) {
 		t.Errorf("output %q, want %q", got, want)
 	}
 }
+
+// TestFleetPrintsWhatWasWrittenBeforeTheEnd: lines written just before the
+// context ends are printed before Run returns (up --attach stopping after
+// its servers' last words).
+func TestFleetPrintsWhatWasWrittenBeforeTheEnd(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "api.log")
+	writeTo(t, path, "")
+	out := testutil.NewSyncBuffer()
+	fl, err := NewFleet(FleetConfig{Dir: dir, Out: out, Follow: true, Log: testr.New(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := fl.Add("api"); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- fl.Run(ctx) }()
+	appendTo(t, path, "first\n")
+	out.WaitFor(t, "first\n")
+
+	var want strings.Builder
+	want.WriteString("first\n")
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	for i := range 2000 {
+		line := fmt.Sprintf("last words %d\n", i)
+		if _, err := f.WriteString(line); err != nil {
+			t.Fatal(err)
+		}
+		want.WriteString(line)
+	}
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("Run did not return 30 s after its context ended")
+	}
+	if got := out.String(); got != want.String() {
+		t.Errorf("printed %d bytes, want %d: the lines written before the end are not all there", len(got), want.Len())
+	}
+}
