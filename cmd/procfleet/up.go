@@ -24,10 +24,10 @@ import (
 const downOnExitTimeout = 5 * time.Minute
 
 func newUpCmd(opts *globalOptions) *cobra.Command {
-	var downOnExit bool
+	var downOnExit, attach bool
 	var metricsAddr, uiAddr string
 	cmd := &cobra.Command{
-		Use:   "up [-f PATH]... [--down-on-exit] [--metrics-addr ADDR] [--ui ADDR]",
+		Use:   "up [-f PATH]... [--attach] [--down-on-exit] [--metrics-addr ADDR] [--ui ADDR]",
 		Short: "Run the reconciler in the foreground: converge, watch the files, restart what dies",
 		Long: `Up keeps the servers of the fleet files in their declared state until it is
 stopped: it adopts the servers its records prove it owns (never starting a
@@ -40,6 +40,9 @@ and shows its errors. It rotates the servers' logs at 10 MiB (keeping 3)
 as it starts and at every resync (30 s); nothing rotates while no up runs.
 While it runs, apply, down, status and describe go through its socket
 (procfleet.sock in the state folder).
+
+With --attach it also prints every server's output on stdout, as
+'procfleet logs -f' does: "name | " before each line, a line at each start.
 
 With --ui ADDR it also serves the live dashboard on that loopback address
 and prints its URL, which holds a secret token, once; 'procfleet ui' prints
@@ -54,6 +57,9 @@ pid of the first.`,
 		Example: `  # Run the fleet of procfleet.yaml until Ctrl-C
   procfleet up
 
+  # Also print the servers' output, prefixed by their names
+  procfleet up --attach
+
   # A folder of fleet files; stop everything on exit
   procfleet up -f fleet.d --down-on-exit
 
@@ -64,17 +70,23 @@ pid of the first.`,
   procfleet up --ui 127.0.0.1:7070`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return runUp(cmd.Context(), opts, cmd.ErrOrStderr(), downOnExit, metricsAddr, uiAddr)
+			var stdout io.Writer
+			if attach {
+				stdout = cmd.OutOrStdout()
+			}
+			return runUp(cmd.Context(), opts, stdout, cmd.ErrOrStderr(), downOnExit, metricsAddr, uiAddr)
 		},
 	}
 	opts.addFileFlags(cmd)
+	cmd.Flags().BoolVar(&attach, "attach", false, `also print every server's output on stdout, each line after "name | "`)
 	cmd.Flags().BoolVar(&downOnExit, "down-on-exit", false, "stop every server before exiting on SIGINT or SIGTERM")
 	cmd.Flags().StringVar(&metricsAddr, "metrics-addr", "", metricsAddrFlag)
 	cmd.Flags().StringVar(&uiAddr, "ui", "", uiAddrFlag)
 	return cmd
 }
 
-func runUp(ctx context.Context, opts *globalOptions, stderr io.Writer, downOnExit bool, metricsAddr, uiAddr string) error {
+// runUp runs up; with attach set (non-nil) the servers' output goes there.
+func runUp(ctx context.Context, opts *globalOptions, attach, stderr io.Writer, downOnExit bool, metricsAddr, uiAddr string) error {
 	// The files first: up with no fleet file, or with files that do not
 	// load, fails before it creates or locks anything.
 	if _, err := spec.Load(opts.FleetPaths()...); err != nil {
@@ -117,6 +129,13 @@ func runUp(ctx context.Context, opts *globalOptions, stderr io.Writer, downOnExi
 		if ui, err = listenUI(uiAddr, r, log); err != nil {
 			return err
 		}
+	}
+	if attach != nil {
+		stopAttach, err := startAttach(r, sd, attach, colorsWanted(opts, attach), log.WithName("attach"))
+		if err != nil {
+			return err
+		}
+		defer stopAttach()
 	}
 	// The socket: apply, down, status and describe talk to this up through
 	// it. Without it they say up holds the state folder.
