@@ -105,11 +105,26 @@ func uiOwnership(d reconciler.ServerDetail) dashboard.Ownership {
 			o.Process = processText(rv.Identity)
 		}
 		if rv.Record.PID > 0 {
-			o.Membership = fmt.Sprintf("process group %d (its own session)", rv.Record.PGID)
+			o.Membership = membershipText(rv.Record)
 		}
 	}
 	if d.Status.Phase == reconciler.PhaseQuarantined {
 		o.StopByHand, _ = quarantineAdvice(rv, "see the message above")
 	}
 	return o
+}
+
+// membershipText says how a server's processes are found, in the mode its
+// record names (actuate.MembershipOf): its cgroup, which no member can
+// leave, or its session and process group and, with an instance token,
+// the processes whose environment carries it.
+func membershipText(rec actuate.Record) string {
+	group := fmt.Sprintf("process group %d (its own session)", rec.PGID)
+	switch {
+	case actuate.MembershipOf(rec) == actuate.MembershipCgroup:
+		return fmt.Sprintf("cgroup %s (no member can leave it); %s", rec.Cgroup, group)
+	case rec.Instance != "":
+		return group + ", and the processes whose environment carries its instance token"
+	}
+	return group
 }

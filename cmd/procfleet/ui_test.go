@@ -26,8 +26,9 @@ import (
 
 // TestUIOwnership maps a server's detail to its page's ownership section:
 // describe's verdicts, the pin up holds winning over a record that no
-// longer proves the process, untrusted records never shown as records, and
-// what to do by hand only for a quarantine.
+// longer proves the process, untrusted records never shown as records,
+// what to do by hand only for a quarantine, and the membership its record
+// names (cgroup, or session and process group with the instance token).
 func TestUIOwnership(t *testing.T) {
 	rec := actuate.Record{Name: "api", PID: 42, PGID: 42, StartTime: 7, BootID: "b", Cmdline: []string{"./api"}}
 	owned := &reconciler.RecordView{Record: rec, Verdict: actuate.VerdictOwned, Message: "pid 42 is this server",
@@ -35,6 +36,12 @@ func TestUIOwnership(t *testing.T) {
 	changed := &reconciler.RecordView{Record: rec, Verdict: actuate.VerdictQuarantine, Reason: actuate.IdentityMismatch,
 		Message: "command line differs", Identity: observe.Identity{PID: 42}}
 	untrusted := &reconciler.RecordView{Record: actuate.Record{Name: "api"}, Untrusted: &actuate.UntrustedRecordError{Name: "api", Reason: "mode 0666"}}
+	const token = "0123456789abcdef0123456789abcdef"
+	withRecord := func(rv *reconciler.RecordView, edit func(*actuate.Record)) *reconciler.RecordView {
+		c := *rv
+		edit(&c.Record)
+		return &c
+	}
 	running := reconciler.ServerStatus{Name: "api", Phase: reconciler.PhaseRunning, PID: 42}
 	quarantined := reconciler.ServerStatus{Name: "api", Phase: reconciler.PhaseQuarantined, PID: 42}
 	for _, tt := range []struct {
@@ -48,6 +55,16 @@ func TestUIOwnership(t *testing.T) {
 		{"owned and held", reconciler.ServerDetail{Status: running, Record: owned, Held: true}, true,
 			dashboard.Ownership{Verdict: "Owned: the record proves procfleet started it", Held: true, Message: "pid 42 is this server",
 				Evidence: "pid 42, start time 7, boot id b", Process: "sleeping, ppid 1, pgid 42, sid 42, uid 0", Membership: "process group 42 (its own session)"}},
+		{"owned, in its cgroup", reconciler.ServerDetail{Status: running, Record: withRecord(owned, func(r *actuate.Record) {
+			r.Instance, r.Cgroup = token, "/sys/fs/cgroup/procfleet-1-2/api"
+		})}, true,
+			dashboard.Ownership{Verdict: "Owned: the record proves procfleet started it", Message: "pid 42 is this server",
+				Evidence: "pid 42, start time 7, boot id b", Process: "sleeping, ppid 1, pgid 42, sid 42, uid 0",
+				Membership: "cgroup /sys/fs/cgroup/procfleet-1-2/api (no member can leave it); process group 42 (its own session)"}},
+		{"owned, session and token", reconciler.ServerDetail{Status: running, Record: withRecord(owned, func(r *actuate.Record) { r.Instance = token })}, true,
+			dashboard.Ownership{Verdict: "Owned: the record proves procfleet started it", Message: "pid 42 is this server",
+				Evidence: "pid 42, start time 7, boot id b", Process: "sleeping, ppid 1, pgid 42, sid 42, uid 0",
+				Membership: "process group 42 (its own session), and the processes whose environment carries its instance token"}},
 		{"held, command line changed", reconciler.ServerDetail{Status: running, Record: changed, Held: true}, true,
 			dashboard.Ownership{Verdict: heldVerdict, Held: true, Message: "its record alone would not prove it now: command line differs",
 				Process: "unknown, ppid 0, pgid 0, sid 0, uid 0", Membership: "process group 42 (its own session)"}},
