@@ -76,6 +76,9 @@ const (
 	ReasonPortConflict = "PortConflict"
 	// ReasonStoppedByUser: down or stop keeps the server stopped.
 	ReasonStoppedByUser = "StoppedByUser"
+	// ReasonDaemonized: its first process exited 0 and left a daemon
+	// (stopped by actuate); restarting would only daemonize again.
+	ReasonDaemonized = "Daemonized"
 )
 
 // Desired is one declared instance as the plan sees it: a server without
@@ -149,6 +152,9 @@ type Observed struct {
 	ExitAfterReady   bool
 	// RestartRule names the restart rule the last exit met.
 	RestartRule string
+	// Daemonized: the last start failed because the server daemonized
+	// (Exit says how).
+	Daemonized bool
 	// Lifted is set when an UntrustedRecord quarantine has nothing left to
 	// protect (why, for the event); the server is then not running.
 	Lifted string
@@ -176,7 +182,8 @@ type Action struct {
 	Fresh bool
 	// RequeueAfter > 0: look at the server again after that long.
 	RequeueAfter time.Duration
-	// Message is a quarantine's explanation, for status.
+	// Message is a quarantine's or a Daemonized failure's explanation,
+	// for status.
 	Message string
 	// Lifted: a quarantine ends first (why, for the event).
 	Lifted string
@@ -369,6 +376,12 @@ func planRunning(a Action, d Desired, o Observed) Action {
 }
 
 func planNotRunning(a Action, name string, d Desired, o Observed, desired map[string]Desired, observed map[string]Observed) Action {
+	if o.Exit != nil && o.Daemonized && !d.StartNow && (o.ExitHash == "" || o.ExitHash == d.Hash) {
+		// DESIGN.md "Starting": Failed, whatever the restart policy,
+		// until the spec changes or a start is asked for.
+		a.Kind, a.Phase, a.Reason, a.Message = ActionNothing, PhaseFailed, ReasonDaemonized, o.Exit.Reason
+		return a
+	}
 	restart := false
 	if o.Exit != nil && !d.StartNow && (o.ExitHash == "" || o.ExitHash == d.Hash) {
 		switch d.Server.Spec.RestartPolicy {

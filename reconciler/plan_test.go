@@ -27,6 +27,7 @@ func TestPlanServer(t *testing.T) {
 	exit1 := &LastExit{Code: 1, Reason: "exited with code 1"}
 	exit0 := &LastExit{Code: 0, Reason: "exited with code 0"}
 	killed := &LastExit{Code: -1, Signal: "SIGKILL", Reason: "killed by signal 9 (SIGKILL)"}
+	daemonized := &LastExit{Code: 0, Reason: "daemonized: its first process exited with code 0 before it was ready and left pid 7 (nginx: master process nginx) running in the background"}
 	running := Observed{Ownership: OwnOwned, SpecHash: "h1", Tracked: true, Ready: true, Phase: PhaseRunning}
 	one := func(name string, policy spec.RestartPolicy) map[string]Desired {
 		return map[string]Desired{name: {Server: srv(name, policy), Hash: "h1"}}
@@ -157,6 +158,35 @@ func TestPlanServer(t *testing.T) {
 			name:     "dead, Never, but the spec changed since => fresh start",
 			desired:  map[string]Desired{"api": {Server: srv("api", spec.RestartNever), Hash: "h2"}},
 			observed: map[string]Observed{"api": {Exit: exit1, ExitHash: "h1", Phase: PhaseFailed}},
+			server:   "api",
+			want:     func() Action { a := want("api", ActionStart, PhaseStarting, "not running"); a.Fresh = true; return a }(),
+		},
+		{
+			name:     "daemonized, Always => Failed / Daemonized, not restarted",
+			desired:  one("api", spec.RestartAlways),
+			observed: map[string]Observed{"api": {Exit: daemonized, ExitHash: "h1", Daemonized: true, ExitsBeforeReady: 1}},
+			server:   "api",
+			want: func() Action {
+				a := want("api", ActionNothing, PhaseFailed, ReasonDaemonized)
+				a.Message = daemonized.Reason
+				return a
+			}(),
+		},
+		{
+			name:     "daemonized, then a start asked for => started again",
+			desired:  map[string]Desired{"api": {Server: srv("api", spec.RestartAlways), Hash: "h1", StartNow: true}},
+			observed: map[string]Observed{"api": {Exit: daemonized, ExitHash: "h1", Daemonized: true, Phase: PhaseFailed}},
+			server:   "api",
+			want: func() Action {
+				a := want("api", ActionStart, PhaseStarting, "start requested")
+				a.Fresh = true
+				return a
+			}(),
+		},
+		{
+			name:     "daemonized, then the spec changed => fresh start",
+			desired:  map[string]Desired{"api": {Server: srv("api", spec.RestartAlways), Hash: "h2"}},
+			observed: map[string]Observed{"api": {Exit: daemonized, ExitHash: "h1", Daemonized: true, Phase: PhaseFailed}},
 			server:   "api",
 			want:     func() Action { a := want("api", ActionStart, PhaseStarting, "not running"); a.Fresh = true; return a }(),
 		},

@@ -40,6 +40,8 @@ type state struct {
 	restartAt          time.Time
 	// restartRule says which restart rule the last exit met.
 	restartRule string
+	// exitDaemonized: the last failed start daemonized.
+	exitDaemonized bool
 
 	// starting: spawned, readiness awaited off the worker.
 	starting   bool
@@ -275,6 +277,8 @@ type exitInput struct {
 	logTail string
 	// pid is the process that exited, 0 for a start that never ran.
 	pid int
+	// daemonized: the start failed because the server daemonized.
+	daemonized bool
 }
 
 // startFailed: the start ended without a Ready process (it exited, timed
@@ -320,6 +324,7 @@ func (s *state) recordExit(in exitInput) {
 	s.crashes = in.restart.Crashes
 	s.restartAt = in.exit.At.Add(in.restart.Delay)
 	s.restartRule = in.restart.Rule
+	s.exitDaemonized = in.daemonized
 }
 
 // adopt: an owned process found from its record is watched from now on.
@@ -531,13 +536,17 @@ func (s *state) backOff(name, reason string) ([]Event, error) {
 	return []Event{ev(EventWarning, ReasonBackOff, reason)}, nil
 }
 
-// fail: the reconciler gives up on the server (restartPolicy, one-shot).
-func (s *state) fail(name, reason string, now time.Time) ([]Event, error) {
+// fail: the reconciler gives up on the server (restartPolicy, one-shot,
+// Daemonized); a message, when given, replaces the status message.
+func (s *state) fail(name, reason, message string, now time.Time) ([]Event, error) {
 	if err := s.may(name, tFail); err != nil {
 		return nil, err
 	}
 	s.starting = false
 	s.noProcess()
+	if message != "" {
+		s.message = message
+	}
 	s.setReady(false, ReasonFailed, reason, now)
 	s.setPhase(PhaseFailed, reason)
 	return nil, nil

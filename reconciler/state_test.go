@@ -48,7 +48,7 @@ func callTransition(t transition, s *state, now time.Time) ([]Event, error) {
 	case tBackOff:
 		return s.backOff("api", "back-off 1s")
 	case tFail:
-		return s.fail("api", "exited with code 1", now)
+		return s.fail("api", "exited with code 1", "", now)
 	case tRest:
 		return s.rest("api", "not declared", now)
 	case tObserved:

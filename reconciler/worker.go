@@ -301,6 +301,7 @@ func (r *Reconciler) observe(ctx context.Context, s *server, d Desired) (observa
 	o.ExitsBeforeReady = st.exitsBeforeReady
 	if st.exitPending {
 		o.Exit, o.ExitHash, o.ExitAfterReady, o.RestartRule = st.lastExit, st.exitHash, st.lastExitAfterReady, st.restartRule
+		o.Daemonized = st.exitDaemonized
 		if rem := st.restartAt.Sub(r.clock.Now()); rem > 0 {
 			o.BackoffRemaining = rem
 		}
@@ -721,7 +722,7 @@ func (r *Reconciler) settle(s *server, a Action, ob observation, now time.Time) 
 		}
 		return r.change(s, func(st *state) ([]Event, error) { return st.quarantined(s.name, in, now) })
 	case PhaseFailed:
-		return r.change(s, func(st *state) ([]Event, error) { return st.fail(s.name, a.Reason, now) })
+		return r.change(s, func(st *state) ([]Event, error) { return st.fail(s.name, a.Reason, a.Message, now) })
 	case PhaseStopped:
 		err := r.change(s, func(st *state) ([]Event, error) {
 			if st.phase == PhaseStopped && st.reason == a.Reason {
@@ -883,7 +884,7 @@ func (r *Reconciler) startFailed(s *server, d Desired, err error) error {
 	r.mu.Unlock()
 	s.exitSeq++
 	cerr := r.change(s, func(st *state) ([]Event, error) {
-		return st.startFailed(s.name, exitInput{exit: le, hash: d.Hash, restart: restart, logTail: strings.Join(se.LogTail, "\n")})
+		return st.startFailed(s.name, exitInput{exit: le, hash: d.Hash, restart: restart, logTail: strings.Join(se.LogTail, "\n"), daemonized: se.Reason == actuate.ReasonDaemonized})
 	})
 	r.queue.Add(s.name)
 	return cerr
