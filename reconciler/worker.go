@@ -526,7 +526,7 @@ func PortHolder(port int) string {
 	var parts []string
 	for _, l := range ls {
 		if len(l.PIDs) > 0 && l.OwnerVisible {
-			parts = append(parts, fmt.Sprintf("pid %d (%s)", l.PIDs[0], strings.Join(l.Cmdline, " ")))
+			parts = append(parts, fmt.Sprintf("pid %d (%s)", l.PIDs[0], observe.FormatCmdline(l.Cmdline)))
 		} else {
 			parts = append(parts, fmt.Sprintf("a process of uid %d", l.UID))
 		}

@@ -269,7 +269,7 @@ func (d *describer) record(ob *reconciler.RecordView, decl *spec.Instance) {
 	if r.PidfdInode != 0 {
 		d.field(2, "Pidfd inode", strconv.FormatUint(r.PidfdInode, 10))
 	}
-	d.field(2, "Cmdline", quoteArgs(r.Cmdline))
+	d.field(2, "Cmdline", quoteArgs(untitled(r.Cmdline)))
 	d.field(2, "UID", strconv.Itoa(r.UID))
 	d.field(2, "Started at", r.StartedAt.Format(time.RFC3339))
 	hash := r.SpecHash
@@ -293,7 +293,7 @@ func (d *describer) record(ob *reconciler.RecordView, decl *spec.Instance) {
 	if id := ob.Identity; id.PID > 0 {
 		d.field(2, "State", processText(id))
 		d.field(2, "Start time", strconv.FormatUint(id.StartTime, 10))
-		d.field(2, "Cmdline", quoteArgs(id.Cmdline))
+		d.field(2, "Cmdline", quoteArgs(untitled(id.Cmdline)))
 	}
 }
 
@@ -466,6 +466,16 @@ func quoteArgs(argv []string) string {
 		}
 	}
 	return strings.Join(q, " ")
+}
+
+// untitled drops the trailing empty arguments of a command line read from
+// the kernel: a program that retitles itself (nginx, redis, postgres's
+// children) pads its title with dozens of them.
+func untitled(argv []string) []string {
+	for len(argv) > 0 && argv[len(argv)-1] == "" {
+		argv = argv[:len(argv)-1]
+	}
+	return argv
 }
 
 func indentLines(s string, n int) string {
