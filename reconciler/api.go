@@ -24,7 +24,7 @@ func (b apiBackend) Status(_ context.Context, names []string) (any, error) {
 
 func (b apiBackend) Reload(ctx context.Context, wait bool, timeout time.Duration) (any, error) {
 	st, err := b.r.Reload(ctx, wait, timeout)
-	return st, apiError(err)
+	return NewApplyResult(st, err), apiError(err)
 }
 
 func (b apiBackend) Down(ctx context.Context, names []string) (any, error) {
@@ -133,12 +133,12 @@ func (r *Reconciler) Reload(ctx context.Context, wait bool, timeout time.Duratio
 	if !wait {
 		return r.Status(), nil
 	}
-	bad, cause := r.waitSettled(ctx, names, since, began, settleWait)
+	bad, why, cause := r.waitSettled(ctx, names, since, began, settleWait)
 	st := r.Status()
 	if len(bad) == 0 {
 		return st, nil
 	}
-	return st, &NotConvergedError{Servers: bad, Cause: cause}
+	return st, &NotConvergedError{Servers: bad, Why: why, Cause: cause}
 }
 
 // DownServers stops the named servers (all when names is empty), dependents

@@ -34,8 +34,8 @@ func TestReloadOfBadFilesIsFailed(t *testing.T) {
 	if !errors.Is(err, api.ErrFailed) {
 		t.Fatalf("backend Reload error = %v, want one wrapping api.ErrFailed", err)
 	}
-	if bst, ok := res.(Status); !ok || len(bst.Errors) == 0 {
-		t.Errorf("backend Reload result = %#v, want a Status naming the file errors", res)
+	if bst, ok := res.(ApplyResult); !ok || len(bst.Errors) == 0 {
+		t.Errorf("backend Reload result = %#v, want an ApplyResult naming the file errors", res)
 	}
 
 	// Through the socket, as `apply` sees it.

@@ -30,7 +30,20 @@
 //     crash loop; applying them is the only side effect, in numbered steps.
 //   - One "done". settled decides, for apply (with and without --wait),
 //     Converge, Reload's wait and down, whether a server is done, and only
-//     from a pass made after the wait began.
+//     from a pass made after the wait began. apply --wait gives up on a
+//     server that is Failed or Quarantined, has exited twice before it was
+//     Ready, exited after it was Ready since the wait began, or waits for
+//     a dependency given up on; it never counts a server Ready that is not.
+//   - minReadySeconds. A server counts as Ready (status, dependsOn, apply
+//     --wait) only once its readiness has held that long without a break
+//     or an exit, counted from when it first held (for "running", from the
+//     spawn); meanwhile it is Running, not Ready, reason MinReadySeconds,
+//     and an exit is an exit before Ready. Plan decides when the window
+//     ends and looks again then.
+//   - Plain start failures. A program that cannot be executed is reported
+//     as spec.FindProgram words it ("program ./bin/api not found in
+//     workingDir /repo/svc"), never as fork/exec; an exit carries the last
+//     lines the process wrote to its log.
 //   - One observation. Inspect, the read-only snapshot that status,
 //     describe and diff take without up, verifies records with the same
 //     ObservedFromRecord and runs probes with the same ProbeOnce as up.

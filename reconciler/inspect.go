@@ -329,6 +329,10 @@ func summarize(in summaryInput, now time.Time) ServerStatus {
 		if rv.Ready != nil && !rv.Ready.OK {
 			readyMsg = "readiness check failed: " + rv.Ready.Message
 		}
+		window := false
+		if min, in := minReadyWindow(in, rec, now); ss.Ready && in {
+			ss.Ready, window, readyMsg = false, true, minReadyMessage(min)
+		}
 		ss.Phase, ss.Reason, ss.Message = PhaseRunning, "running", readyMsg
 		switch {
 		case in.UpRunning && saved != nil && !ss.Ready && (saved.Phase == PhaseStarting || saved.Phase == PhaseStopping):
@@ -340,6 +344,8 @@ func summarize(in summaryInput, now time.Time) ServerStatus {
 			ss.Reason = saved.Reason
 		case ss.Ready:
 			ss.Reason = "ready"
+		case window:
+			ss.Reason = ReasonMinReadySeconds
 		default:
 			ss.Reason = "not ready"
 		}

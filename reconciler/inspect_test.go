@@ -37,6 +37,11 @@ func TestSummarize(t *testing.T) {
 	starting := &ServerStatus{Name: "api", Phase: PhaseStarting, Reason: "not running"}
 	failed := &ServerStatus{Name: "api", Phase: PhaseFailed, Reason: "exited with code 2",
 		LastExit: &LastExit{Code: 2, Reason: "exited with code 2"}}
+	// Readiness "running" (no port, no probe): minReadySeconds is 1.
+	runningOnly := &spec.Server{Metadata: spec.ObjectMeta{Name: "api"}, Spec: spec.ServerSpec{Command: []string{"./api"}}}
+	youngRec := rec
+	youngRec.StartedAt = goldenNow.Add(-500 * time.Millisecond)
+	young := view(&RecordView{Record: youngRec, Verdict: actuate.VerdictOwned})
 
 	tests := []struct {
 		name        string
@@ -84,6 +89,13 @@ func TestSummarize(t *testing.T) {
 			PhaseFailed, false, 0, ReasonStartFailed, "program ./api not found", 0},
 		{"stale and undeclared", summaryInput{Undeclared: true, Record: stale},
 			PhaseStopped, false, 0, ReasonNotDeclared, "has exited", 0},
+		{"running for 0.5s, minReadySeconds 1: not Ready yet", summaryInput{Declared: runningOnly, Record: young},
+			PhaseRunning, false, 100, ReasonMinReadySeconds, "Ready once ready for 1s", 0},
+		{"running for 0.5s, counted Ready by apply", summaryInput{Declared: runningOnly, Record: young,
+			Saved: &ServerStatus{Name: "api", Phase: PhaseRunning, Ready: true, PID: 100, Reason: "ready"}},
+			PhaseRunning, true, 100, "ready", "", 0},
+		{"running for an hour, minReadySeconds 1", summaryInput{Declared: runningOnly, Record: owned(nil)},
+			PhaseRunning, true, 100, "ready", "", 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -125,13 +125,17 @@ type Observed struct {
 	Tracked bool
 	// Starting: spawned, the readiness wait is in progress.
 	Starting bool
-	// Ready: the readiness probe (or its default) passes.
+	// Ready: it counts as Ready (its readiness held for minReadySeconds).
 	Ready bool
 	// ReadyUnknown: not checked yet (adopted): neither Ready nor down.
 	ReadyUnknown bool
 	// Rollout is set for a replica that runs an older spec: what its
 	// rolling turn depends on.
 	Rollout *Rollout
+	// ReadinessHeld: its readiness probe (or its default) passes, for
+	// ReadyFor so far; Ready once that reaches minReadySeconds.
+	ReadinessHeld bool
+	ReadyFor      time.Duration
 	// LivenessFailed: the liveness probe failed failureThreshold times.
 	LivenessFailed bool
 	// Exit is set when the last process of this server exited (or failed to
@@ -191,6 +195,9 @@ type Action struct {
 	Quiet bool
 	// Rolling: a replica's replace waits for its turn (rollingWait).
 	Rolling bool
+	// CountReady: its readiness has held for minReadySeconds; it counts as
+	// Ready from now on.
+	CountReady bool
 }
 
 // Port re-checks of a PortConflict quarantine (DESIGN.md "Starting"): a
@@ -351,7 +358,11 @@ func planRunning(a Action, d Desired, o Observed) Action {
 			return a
 		}
 		if why := rollingWait(d, o); why != "" {
+			// Its readiness still counts while it waits: the others'
+			// turns wait for it to be Ready.
+			rd := planReadiness(Action{}, d, o)
 			a.Kind, a.Reason, a.Rolling = ActionWait, why, true
+			a.CountReady, a.RequeueAfter = rd.CountReady, rd.RequeueAfter
 			return a
 		}
 		a.Kind, a.Phase, a.Reason = ActionReplace, PhaseStopping, "spec changed"
@@ -366,13 +377,7 @@ func planRunning(a Action, d Desired, o Observed) Action {
 		a.Kind, a.Phase, a.Reason = ActionReplace, PhaseStopping, "liveness probe failed"
 		return a
 	}
-	a.Kind, a.Phase = ActionNothing, PhaseRunning
-	if o.Ready {
-		a.Reason = "ready"
-	} else {
-		a.Reason = "not ready"
-	}
-	return a
+	return planReadiness(a, d, o)
 }
 
 func planNotRunning(a Action, name string, d Desired, o Observed, desired map[string]Desired, observed map[string]Observed) Action {
@@ -402,7 +407,7 @@ func planNotRunning(a Action, name string, d Desired, o Observed, desired map[st
 		if d.OneShot && (o.ExitAfterReady || o.ExitsBeforeReady >= 2) {
 			// apply gives up: a second exit before Ready, or an exit
 			// after it counted as Ready (DESIGN.md "Exit codes").
-			a.Kind, a.Phase, a.Reason = ActionNothing, PhaseFailed, o.Exit.Reason
+			a.Kind, a.Phase, a.Reason = ActionNothing, PhaseFailed, o.Exit.Reason+"; "+whyGivenUp(o.ExitAfterReady)
 			return a
 		}
 		restart = true

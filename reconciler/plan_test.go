@@ -202,14 +202,14 @@ func TestPlanServer(t *testing.T) {
 			desired:  map[string]Desired{"api": {Server: srv("api", spec.RestartAlways), Hash: "h1", OneShot: true}},
 			observed: map[string]Observed{"api": {Exit: exit1, ExitHash: "h1", ExitsBeforeReady: 2}},
 			server:   "api",
-			want:     want("api", ActionNothing, PhaseFailed, "exited with code 1"),
+			want:     want("api", ActionNothing, PhaseFailed, "exited with code 1; exited twice before it was Ready"),
 		},
 		{
 			name:     "apply: exit after Ready => Failed",
 			desired:  map[string]Desired{"api": {Server: srv("api", spec.RestartAlways), Hash: "h1", OneShot: true}},
 			observed: map[string]Observed{"api": {Exit: exit1, ExitHash: "h1", ExitAfterReady: true}},
 			server:   "api",
-			want:     want("api", ActionNothing, PhaseFailed, "exited with code 1"),
+			want:     want("api", ActionNothing, PhaseFailed, "exited with code 1; exited after it was Ready"),
 		},
 		{
 			name:     "up: exit after Ready => restart",

@@ -205,6 +205,9 @@ type tracked struct {
 	handle  *observe.Handle
 	running *actuate.Running // nil when adopted
 	spec    spec.ServerSpec
+	// logOffset is the size of the server's log before this process was
+	// spawned (0 when adopted): what it wrote comes after.
+	logOffset int64
 }
 
 // New builds a Reconciler. It loads nothing and starts nothing: Run,
@@ -721,6 +724,10 @@ type ConvergeOptions struct {
 type NotConvergedError struct {
 	// Servers maps each such server to its phase and reason.
 	Servers map[string]string
+	// Why maps each such server to what the wait found beyond its phase
+	// ("exited after it was Ready"); "" when its phase says it all or the
+	// wait ended first.
+	Why map[string]string
 	// Cause is ctx's error when the wait ended early (timeout), else nil.
 	Cause error
 }
@@ -775,13 +782,13 @@ func (r *Reconciler) Converge(ctx context.Context, opts ConvergeOptions) (Status
 	for _, n := range names {
 		r.queue.Add(n)
 	}
-	bad, waitErr := r.waitSettled(ctx, names, 0, began, mode)
+	bad, why, waitErr := r.waitSettled(ctx, names, 0, began, mode)
 	r.teardown(workers)
 	cancel()
 	bg.Wait()
 	st := r.Status()
 	if len(bad) > 0 {
-		return st, &NotConvergedError{Servers: bad, Cause: waitErr}
+		return st, &NotConvergedError{Servers: bad, Why: why, Cause: waitErr}
 	}
 	return st, nil
 }
@@ -789,8 +796,8 @@ func (r *Reconciler) Converge(ctx context.Context, opts ConvergeOptions) (Status
 // waitSettled waits until every server in names has been reconciled after
 // pass number since and is settled in mode, or ctx ends. It returns the
 // servers that failed or are still pending (with ctx's error), each with
-// its phase summary.
-func (r *Reconciler) waitSettled(ctx context.Context, names []string, since uint64, began time.Time, mode settleMode) (map[string]string, error) {
+// its phase summary, and what settled found beyond it (why).
+func (r *Reconciler) waitSettled(ctx context.Context, names []string, since uint64, began time.Time, mode settleMode) (bad, why map[string]string, cause error) {
 	for {
 		ch := r.Changes()
 		verdicts := r.settledAll(names, since, began, mode)
@@ -800,7 +807,6 @@ func (r *Reconciler) waitSettled(ctx context.Context, names []string, since uint
 				pending++
 			}
 		}
-		var cause error
 		if pending > 0 {
 			select {
 			case <-ch:
@@ -810,7 +816,7 @@ func (r *Reconciler) waitSettled(ctx context.Context, names []string, since uint
 			}
 		}
 		st := r.Status()
-		bad := map[string]string{}
+		bad, why = map[string]string{}, map[string]string{}
 		for n, v := range verdicts {
 			if v.done && !v.failed {
 				continue
@@ -822,13 +828,15 @@ func (r *Reconciler) waitSettled(ctx context.Context, names []string, since uint
 			if v.why != "" {
 				summary = v.why + ": " + summary
 			}
-			bad[n] = summary
+			bad[n], why[n] = summary, v.why
 		}
-		return bad, cause
+		return bad, why, cause
 	}
 }
 
-// settledAll gives the verdict of settled for each name.
+// settledAll gives the verdict of settled for each name. A server is
+// judged after its dependencies, so that one that waits for a dependency
+// given up on is given up on too.
 func (r *Reconciler) settledAll(names []string, since uint64, began time.Time, mode settleMode) map[string]settleVerdict {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -845,8 +853,13 @@ func (r *Reconciler) settledAll(names []string, since uint64, began time.Time, m
 			}
 		}
 	}
-	out := make(map[string]settleVerdict, len(names))
-	for _, n := range names {
+	verdicts := make(map[string]settleVerdict, len(names))
+	judging := map[string]bool{} // a guard: validation refuses cycles
+	var judge func(n string) settleVerdict
+	judge = func(n string) settleVerdict {
+		if v, ok := verdicts[n]; ok {
+			return v
+		}
 		s := r.servers[n]
 		d, declared := r.desired[n]
 		_, toStop := r.stopping[n]
@@ -868,7 +881,23 @@ func (r *Reconciler) settledAll(names []string, since uint64, began time.Time, m
 			// Forgotten: undeclared and stopped.
 			v.passed, v.phase = true, PhaseStopped
 		}
-		out[n] = settled(v, mode)
+		if v.declared && mode != settleDown && !judging[n] {
+			judging[n] = true
+			for _, dep := range d.Server.Spec.DependsOn {
+				for _, in := range r.instanceNamesLocked(dep) {
+					if dv := judge(in); dv.failed && v.depFailed == "" {
+						v.depFailed = in
+					}
+				}
+			}
+			delete(judging, n)
+		}
+		verdicts[n] = settled(v, mode)
+		return verdicts[n]
+	}
+	out := make(map[string]settleVerdict, len(names))
+	for _, n := range names {
+		out[n] = judge(n)
 	}
 	return out
 }

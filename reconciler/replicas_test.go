@@ -4,6 +4,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -152,6 +153,16 @@ func TestRollingReplace(t *testing.T) {
 			}
 		})
 	}
+	// An adopted replica whose readiness has held long enough is counted
+	// Ready while it waits for its turn: the others' turns wait for it.
+	held := oldUnknown.observed()
+	held.ReadinessHeld, held.ReadyFor = true, time.Hour
+	obs := map[string]Observed{"api-0": oldReady.observed(), "api-1": held, "api-2": oldReady.observed()}
+	if got := planReplica("api-1", replicated(3), obs); got.Kind != ActionWait || !got.Rolling || !got.CountReady {
+		t.Errorf("an adopted replica whose readiness held, waiting for its turn: %s (%s), CountReady %v; want a rolling wait that counts it",
+			got.Kind, got.Reason, got.CountReady)
+	}
+
 	// Without its Rollout (not computed), a Ready replica never goes.
 	d := replicated(3)
 	o := oldReady.observed()

@@ -26,7 +26,7 @@ type settleView struct {
 	// progress.
 	running, starting bool
 	// exitsBeforeReady counts exits before Ready since its last fresh
-	// start.
+	// start or the last time it counted as Ready.
 	exitsBeforeReady int
 	// exitedAfterReady: it exited, after it had counted as Ready, since
 	// the wait began.
@@ -46,6 +46,9 @@ type settleView struct {
 	// in vain.
 	outdated  bool
 	blockedBy string
+	// depFailed names a dependency (dependsOn) that was given up on: it
+	// will not be Ready, so neither will this server start.
+	depFailed string
 }
 
 // settleVerdict is settled's answer for one server.
@@ -99,13 +102,15 @@ func settled(v settleView, mode settleMode) settleVerdict {
 	case v.exitsBeforeReady >= 2 && v.phase != PhasePending:
 		// Pending: the pass that decides (Failed, or a backed-off
 		// restart) is on its way.
-		return failedBecause("exited twice before it was Ready")
+		return failedBecause(whyGivenUp(false))
 	case mode == settleWait && v.exitedAfterReady:
-		return failedBecause("exited after it was Ready")
+		return failedBecause(whyGivenUp(true))
 	case v.outdated && v.blockedBy != "":
 		return failedBecause("its rolling replace waits for " + v.blockedBy + ", which was given up on")
 	case v.outdated:
 		return pending
+	case v.depFailed != "" && !v.running && !v.starting && v.phase != PhaseStopped:
+		return failedBecause("its dependency " + v.depFailed + " failed")
 	case v.phase == PhaseStopped && v.completed:
 		return ok
 	case mode == settleWait:
@@ -119,4 +124,13 @@ func settled(v settleView, mode settleMode) settleVerdict {
 		return ok
 	}
 	return pending
+}
+
+// whyGivenUp says why apply gives up on a server that exited: after it
+// counted as Ready, or for the second time before.
+func whyGivenUp(afterReady bool) string {
+	if afterReady {
+		return "exited after it was Ready"
+	}
+	return "exited twice before it was Ready"
 }

@@ -63,6 +63,10 @@ func TestSettled(t *testing.T) {
 		{"replica whose turn waits for one given up on", with(readyRunning, func(v *settleView) { v.outdated, v.blockedBy = true, "api-1" }), settleWait,
 			failedBecause("its rolling replace waits for api-1, which was given up on")},
 		{"replica waiting for its turn, down", with(running, func(v *settleView) { v.outdated, v.held = true, true }), settleDown, pending},
+		{"waits for a dependency given up on", settleView{declared: true, passed: true, phase: PhasePending, depFailed: "db"}, settleWait, failedBecause("its dependency db failed")},
+		{"waits for a dependency given up on, no wait", settleView{declared: true, passed: true, phase: PhasePending, depFailed: "db"}, settleApply, failedBecause("its dependency db failed")},
+		{"started before its dependency failed: judged on its own", with(readyRunning, func(v *settleView) { v.depFailed = "db" }), settleWait, ok},
+		{"inside its minReadySeconds window: not Ready yet", running, settleWait, pending},
 	}
 	for _, tt := range tests {
 		if got := settled(tt.v, tt.mode); got != tt.want {

@@ -18,10 +18,17 @@ type state struct {
 	reason  string
 	message string
 	ready   Condition
-	// isReady mirrors ready.Status == True.
+	// isReady mirrors ready.Status == True: the server counts as Ready
+	// (for dependsOn, apply --wait and status), its readiness having held
+	// for minReadySeconds.
 	isReady bool
-	// readySince is when readiness last became true (zero when not Ready).
+	// readySince is when readiness (the probe, or for "running" the spawn)
+	// began to hold without a break; zero while it does not hold. Between
+	// it and isReady lies the minReadySeconds window.
 	readySince time.Time
+	// readyNote is the message of the Ready event once the window ends
+	// ("" for "ready in Ns (pid N)").
+	readyNote string
 
 	restarts int
 	// crashes counts exits in a row within the loop window of Ready.
@@ -31,7 +38,8 @@ type state struct {
 	exitPending bool
 	exitHash    string
 	// exitsBeforeReady counts exits before Ready since the last fresh
-	// start (apply --wait gives up at two).
+	// start or the last time it counted as Ready (apply --wait gives up at
+	// two).
 	exitsBeforeReady int
 	// everReady: Ready at least once since the last fresh start.
 	everReady bool
@@ -100,6 +108,8 @@ const (
 	tExitLearned                    // an adopted process's exit status was learned
 	tRecordFailed                   // a record could not be written or removed
 	tRecordOK                       // a record was written or removed after failures
+	tMinReadyWait                   // readiness holds, not yet for minReadySeconds
+	tCounted                        // readiness held for minReadySeconds: Ready
 	numTransitions
 )
 
@@ -107,7 +117,7 @@ var transitionNames = [numTransitions]string{
 	"start", "ready", "startFailed", "exit", "adopt", "readiness", "liveness",
 	"stopping", "stopped", "replaced", "stopFailed", "quarantine", "lift",
 	"wait", "backOff", "fail", "rest", "observed", "exitLearned",
-	"recordFailed", "recordOK",
+	"recordFailed", "recordOK", "minReadyWait", "counted",
 }
 
 func (t transition) String() string {
@@ -159,6 +169,8 @@ var legalFrom = [numTransitions]phases{
 	tExitLearned:  allPhases,
 	tRecordFailed: allPhases,
 	tRecordOK:     allPhases,
+	tMinReadyWait: setOf(PhaseRunning),
+	tCounted:      setOf(PhaseRunning),
 }
 
 // TransitionError is a refused transition: a bug in the reconciler, never
@@ -200,7 +212,7 @@ func (s *state) setReady(ready bool, reason, message string, now time.Time) bool
 		s.ready = Condition{Type: ConditionReady, Status: ConditionUnknown}
 	}
 	changed := setCondition(&s.ready, st, reason, message, now)
-	if ready && !s.isReady {
+	if ready && s.readySince.IsZero() {
 		s.readySince = now
 	}
 	if !ready {
@@ -246,13 +258,17 @@ func (s *state) start(name string, in startInput) ([]Event, error) {
 	return []Event{ev(EventNormal, ReasonStarting, "starting")}, nil
 }
 
-// readyInput describes the process that became ready.
+// readyInput describes the process whose readiness held.
 type readyInput struct {
 	rec actuate.Record
-	now time.Time
+	// since is when its readiness first held: when the check passed, or
+	// for "running" the spawn.
+	since time.Time
 }
 
-// ready: the started process passed its readiness check.
+// becameReady: the started process passed its readiness check. It runs;
+// it counts as Ready once the plan finds that readiness has held for
+// minReadySeconds (counted), in this pass for a window of 0.
 func (s *state) becameReady(name string, in readyInput) ([]Event, error) {
 	if err := s.may(name, tReady); err != nil {
 		return nil, err
@@ -260,12 +276,52 @@ func (s *state) becameReady(name string, in readyInput) ([]Event, error) {
 	s.starting = false
 	s.pid, s.port, s.startedAt, s.hash = in.rec.PID, in.rec.Port, in.rec.StartedAt, in.rec.SpecHash
 	s.recordErr, s.rewrite = "", false
-	s.message = ""
+	s.message, s.readyNote = "", ""
+	s.readySince = in.since
+	s.setPhase(PhaseRunning, "running")
+	return nil, nil
+}
+
+// minReadyWait: readiness holds, for less than minReadySeconds so far; the
+// server runs and is not Ready yet. msg says how long it must hold.
+func (s *state) minReadyWait(name, msg string, now time.Time) ([]Event, error) {
+	if err := s.may(name, tMinReadyWait); err != nil {
+		return nil, err
+	}
+	if s.isReady || s.readySince.IsZero() {
+		return nil, nil // not in a window: nothing to wait for
+	}
+	first := s.reason != ReasonMinReadySeconds
+	if s.ready.Type == "" {
+		s.ready = Condition{Type: ConditionReady, Status: ConditionUnknown}
+	}
+	setCondition(&s.ready, ConditionFalse, ReasonMinReadySeconds, msg, now)
+	s.reason = ReasonMinReadySeconds
+	if !first {
+		return nil, nil
+	}
+	return []Event{ev(EventNormal, ReasonMinReadySeconds, fmt.Sprintf("running (pid %d); %s", s.pid, msg))}, nil
+}
+
+// counted: readiness has held for minReadySeconds without an exit: the
+// server counts as Ready, and its exits before Ready are forgotten.
+func (s *state) counted(name string, now time.Time) ([]Event, error) {
+	if err := s.may(name, tCounted); err != nil {
+		return nil, err
+	}
+	if s.isReady || s.readySince.IsZero() {
+		return nil, nil
+	}
+	msg := s.readyNote
+	if msg == "" {
+		msg = fmt.Sprintf("ready in %.2fs (pid %d)", now.Sub(s.startBegan).Seconds(), s.pid)
+	}
+	s.readyNote, s.message = "", ""
 	s.everReady = true
-	s.setReady(true, "", "", in.now)
-	s.setPhase(PhaseRunning, "ready")
-	took := in.now.Sub(s.startBegan)
-	return []Event{ev(EventNormal, ReasonReady, fmt.Sprintf("ready in %.2fs (pid %d)", took.Seconds(), in.rec.PID))}, nil
+	s.exitsBeforeReady = 0
+	s.setReady(true, "", "", now)
+	s.reason = "ready"
+	return []Event{ev(EventNormal, ReasonReady, msg)}, nil
 }
 
 // exitInput describes an exit (or a failed start) and its restart.
@@ -273,7 +329,7 @@ type exitInput struct {
 	exit    *LastExit
 	hash    string
 	restart Restart
-	// logTail is the failed start's last log lines (the status message).
+	// logTail is the last lines the process wrote (the status message).
 	logTail string
 	// pid is the process that exited, 0 for a start that never ran.
 	pid int
@@ -312,6 +368,7 @@ func (s *state) exited(name string, in exitInput) ([]Event, error) {
 	s.lastExitAfterReady = s.isReady
 	s.livenessFailed = false
 	s.quarantine = nil
+	s.message = in.logTail
 	s.setReady(false, ReasonExited, in.exit.Reason, in.exit.At)
 	s.setPhase(PhasePending, "exited: "+in.exit.Reason)
 	return []Event{ev(EventWarning, ReasonExited, fmt.Sprintf("pid %d %s", in.pid, in.exit.Reason))}, nil
@@ -338,6 +395,7 @@ func (s *state) adopt(name string, rec actuate.Record, now time.Time) ([]Event, 
 	s.livenessFailed, s.starting = false, false
 	s.message = ""
 	s.pid, s.port, s.startedAt, s.hash = rec.PID, rec.Port, rec.StartedAt, rec.SpecHash
+	s.readyNote = ""
 	s.setReady(false, "Adopted", "readiness not checked yet", now)
 	if s.ready.Status != ConditionUnknown { // not known until checked
 		s.ready.Status, s.ready.LastTransitionTime = ConditionUnknown, now
@@ -346,22 +404,36 @@ func (s *state) adopt(name string, rec actuate.Record, now time.Time) ([]Event, 
 	return []Event{ev(EventNormal, ReasonAdopted, fmt.Sprintf("adopted pid %d (%s)", rec.PID, rec.StartedAt.Format(time.RFC3339)))}, nil
 }
 
-// readiness: a probe (or the adoption's check) changed readiness.
-func (s *state) readiness(name string, ok bool, reason, msg string, now time.Time) ([]Event, error) {
+// readinessInput is what a probe (or the adoption's check) found.
+type readinessInput struct {
+	ok          bool
+	reason, msg string
+	// since is when readiness began to hold (zero: now). The adoption's
+	// check gives the process's start: it ran without exiting since.
+	since time.Time
+	now   time.Time
+}
+
+// readiness: a probe (or the adoption's check) changed readiness. Readiness
+// that begins to hold starts the minReadySeconds window (the plan counts
+// it Ready once it has held long enough); readiness lost ends it.
+func (s *state) readiness(name string, in readinessInput) ([]Event, error) {
 	if err := s.may(name, tReadiness); err != nil {
 		return nil, err
 	}
-	was := s.isReady
-	s.setReady(ok, reason, msg, now)
+	was, held := s.isReady, !s.readySince.IsZero()
 	switch {
-	case ok && !was:
-		s.everReady = true
+	case in.ok && !held:
+		s.readySince = in.since
+		if s.readySince.IsZero() || s.readySince.After(in.now) {
+			s.readySince = in.now
+		}
+		s.readyNote = in.msg
 		s.message = ""
-		s.reason = "ready"
-		return []Event{ev(EventNormal, ReasonReady, msg)}, nil
-	case !ok && was:
+	case !in.ok && (was || held):
+		s.setReady(false, in.reason, in.msg, in.now)
 		s.reason = "not ready"
-		return []Event{ev(EventWarning, ReasonNotReady, msg)}, nil
+		return []Event{ev(EventWarning, ReasonNotReady, in.msg)}, nil
 	}
 	return nil, nil
 }

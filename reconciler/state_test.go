@@ -20,7 +20,7 @@ func callTransition(t transition, s *state, now time.Time) ([]Event, error) {
 	case tStart:
 		return s.start("api", startInput{hash: "h1", reason: "not running", now: now})
 	case tReady:
-		return s.becameReady("api", readyInput{rec: rec, now: now})
+		return s.becameReady("api", readyInput{rec: rec, since: now})
 	case tStartFailed:
 		return s.startFailed("api", exit)
 	case tExit:
@@ -28,7 +28,7 @@ func callTransition(t transition, s *state, now time.Time) ([]Event, error) {
 	case tAdopt:
 		return s.adopt("api", rec, now)
 	case tReadiness:
-		return s.readiness("api", false, "ReadinessProbeFailed", "failed 3 times", now)
+		return s.readiness("api", readinessInput{reason: "ReadinessProbeFailed", msg: "failed 3 times", now: now})
 	case tLiveness:
 		return s.liveness("api", "liveness probe failed")
 	case tStopping:
@@ -59,6 +59,10 @@ func callTransition(t transition, s *state, now time.Time) ([]Event, error) {
 		return s.recordFailed("api", "cannot write", true)
 	case tRecordOK:
 		return s.recordOK("api", "")
+	case tMinReadyWait:
+		return s.minReadyWait("api", minReadyMessage(time.Second), now)
+	case tCounted:
+		return s.counted("api", now)
 	}
 	panic("unknown transition " + t.String())
 }
@@ -94,6 +98,8 @@ func TestTransitionTable(t *testing.T) {
 		tExitLearned:  {"xxxxxxxx", -1},
 		tRecordFailed: {"xxxxxxxx", -1},
 		tRecordOK:     {"xxxxxxxx", -1},
+		tMinReadyWait: {"..x.....", -1},
+		tCounted:      {"..x.....", -1},
 	}
 	if len(table) != int(numTransitions) {
 		t.Fatalf("the table has %d rows for %d transitions", len(table), numTransitions)
@@ -164,12 +170,17 @@ func TestTransitionFields(t *testing.T) {
 		t.Errorf("restart: restarts %d crashes %d, want 5 and 2 (the loop goes on)", s.restarts, s.crashes)
 	}
 
-	evs, _ = s.becameReady("api", readyInput{rec: rec, now: now.Add(150 * time.Millisecond)})
-	if !s.isReady || s.pid != 42 || s.port != 8080 || s.starting || !s.everReady || s.readySince != now.Add(150*time.Millisecond) || s.ready.Status != ConditionTrue {
-		t.Errorf("ready: %+v", s)
+	evs, _ = s.becameReady("api", readyInput{rec: rec, since: now.Add(150 * time.Millisecond)})
+	if s.isReady || s.phase != PhaseRunning || s.pid != 42 || s.port != 8080 || s.starting || s.readySince != now.Add(150*time.Millisecond) || len(evs) != 0 {
+		t.Errorf("readiness held: %+v, events %+v; want Running, not Ready yet, no event", s, evs)
 	}
-	if len(evs) != 1 || evs[0].Message != "ready in 0.15s (pid 42)" {
-		t.Errorf("ready events = %+v", evs)
+	s.exitsBeforeReady = 1
+	evs, _ = s.counted("api", now.Add(1150*time.Millisecond))
+	if !s.isReady || !s.everReady || s.exitsBeforeReady != 0 || s.readySince != now.Add(150*time.Millisecond) || s.ready.Status != ConditionTrue || s.reason != "ready" {
+		t.Errorf("counted: %+v", s)
+	}
+	if len(evs) != 1 || evs[0].Message != "ready in 1.15s (pid 42)" {
+		t.Errorf("counted events = %+v", evs)
 	}
 
 	exit := exitInput{exit: &LastExit{Code: 1, Reason: "exited with code 1", At: now.Add(time.Second)}, hash: "h1", restart: Restart{Crashes: 3, Delay: 2 * time.Second, Rule: "exit 3"}, pid: 42}

@@ -280,17 +280,17 @@ func (q *Request) WaitRunning(ctx context.Context) (Status, error) {
 }
 
 func (q *Request) wait(ctx context.Context, mode settleMode) (Status, error) {
-	bad, cause := q.r.waitSettled(ctx, q.Targets, q.since, q.began, mode)
+	bad, why, cause := q.r.waitSettled(ctx, q.Targets, q.since, q.began, mode)
 	st := q.r.Status()
 	if len(bad) == 0 {
 		return st, nil
 	}
-	return st, &NotConvergedError{Servers: bad, Cause: cause}
+	return st, &NotConvergedError{Servers: bad, Why: why, Cause: cause}
 }
 
 // waitStopped waits for a stop's targets; the error is a *DownError.
 func (r *Reconciler) waitStopped(ctx context.Context, q *Request) (Status, error) {
-	bad, cause := r.waitSettled(ctx, q.Targets, q.since, q.began, settleDown)
+	bad, _, cause := r.waitSettled(ctx, q.Targets, q.since, q.began, settleDown)
 	r.mu.Lock()
 	for _, n := range q.Targets {
 		delete(r.stopping, n)

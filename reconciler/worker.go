@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io/fs"
 	"maps"
-	"os/exec"
 	"strings"
 	"time"
 
@@ -44,6 +43,11 @@ type post struct {
 	running   *actuate.Running // postStarted
 	err       error            // postStarted: the start failed
 	abandoned bool             // postStarted: its wait was cancelled
+	logOffset int64            // postStarted: the log's size before the spawn
+
+	// since is when readiness began to hold (postStarted, postReadiness;
+	// zero: when it is handled).
+	since time.Time
 
 	ok      bool   // postReadiness
 	reason  string // postReadiness
@@ -222,13 +226,13 @@ func (r *Reconciler) handlePost(ctx context.Context, s *server, d Desired, p pos
 		case p.err != nil:
 			return r.startFailed(s, d, p.err)
 		}
-		return r.started(ctx, s, d, p.running)
+		return r.started(ctx, s, d, p)
 	case postReadiness:
 		if s.tracked == nil {
 			return nil
 		}
 		err := r.change(s, func(st *state) ([]Event, error) {
-			return st.readiness(s.name, p.ok, p.reason, p.message, r.clock.Now())
+			return st.readiness(s.name, readinessInput{ok: p.ok, reason: p.reason, msg: p.message, since: p.since, now: r.clock.Now()})
 		})
 		if p.ok {
 			r.enqueueDependents(s.name)
@@ -243,12 +247,17 @@ func (r *Reconciler) handlePost(ctx context.Context, s *server, d Desired, p pos
 	return nil
 }
 
-// started takes a process that became Ready into the reconciler's care.
-func (r *Reconciler) started(ctx context.Context, s *server, d Desired, running *actuate.Running) error {
-	t := &tracked{rec: running.Record, handle: running.Handle, running: running, spec: d.Server.Spec}
+// started takes a process whose readiness held into the reconciler's care.
+func (r *Reconciler) started(ctx context.Context, s *server, d Desired, p post) error {
+	running := p.running
+	t := &tracked{rec: running.Record, handle: running.Handle, running: running, spec: d.Server.Spec, logOffset: p.logOffset}
 	s.tracked = t
+	since := p.since
+	if since.IsZero() {
+		since = r.clock.Now()
+	}
 	err := r.change(s, func(st *state) ([]Event, error) {
-		return st.becameReady(s.name, readyInput{rec: running.Record, now: r.clock.Now()})
+		return st.becameReady(s.name, readyInput{rec: running.Record, since: since})
 	})
 	r.exits.Watch(running.Handle, func() { r.queue.Add(s.name) })
 	r.startProbes(ctx, s, d, t)
@@ -297,6 +306,9 @@ func (r *Reconciler) observe(ctx context.Context, s *server, d Desired) (observa
 	o.Phase = st.phase
 	o.Ready = st.isReady
 	o.ReadyUnknown = st.ready.Status == ConditionUnknown
+	if !st.readySince.IsZero() && st.phase == PhaseRunning {
+		o.ReadinessHeld, o.ReadyFor = true, r.clock.Now().Sub(st.readySince)
+	}
 	o.LivenessFailed = st.livenessFailed
 	o.ExitsBeforeReady = st.exitsBeforeReady
 	if st.exitPending {
@@ -587,8 +599,9 @@ func (r *Reconciler) handleExit(ctx context.Context, s *server, t *tracked) erro
 	}
 	restart := r.backoff.After(s.st.crashes, readyFor)
 	r.mu.Unlock()
+	tail := r.logTail(s.name, t.logOffset)
 	err := r.change(s, func(st *state) ([]Event, error) {
-		return st.exited(s.name, exitInput{exit: le, hash: t.rec.SpecHash, restart: restart, pid: t.rec.PID})
+		return st.exited(s.name, exitInput{exit: le, hash: t.rec.SpecHash, restart: restart, pid: t.rec.PID, logTail: tail})
 	})
 	if learn {
 		lctx, lcancel := context.WithCancel(ctx)
@@ -693,6 +706,12 @@ func (r *Reconciler) apply(ctx context.Context, s *server, d Desired, a Action, 
 	case ActionNothing, ActionQuarantine:
 		return res, r.settle(s, a, ob, now)
 	case ActionWait:
+		if a.CountReady { // a replica waiting for its rolling turn
+			if err := r.change(s, func(st *state) ([]Event, error) { return st.counted(s.name, now) }); err != nil {
+				return res, err
+			}
+			r.enqueueDependents(s.name)
+		}
 		return res, r.change(s, func(st *state) ([]Event, error) {
 			if a.Phase == PhaseCrashLoopBackOff {
 				return st.backOff(s.name, a.Reason)
@@ -743,6 +762,14 @@ func (r *Reconciler) settle(s *server, a Action, ob observation, now time.Time) 
 		}
 		return err
 	}
+	switch {
+	case a.CountReady:
+		err := r.change(s, func(st *state) ([]Event, error) { return st.counted(s.name, now) })
+		r.enqueueDependents(s.name)
+		return err
+	case a.Reason == ReasonMinReadySeconds:
+		return r.change(s, func(st *state) ([]Event, error) { return st.minReadyWait(s.name, a.Message, now) })
+	}
 	return r.change(s, func(st *state) ([]Event, error) { return st.observed(s.name, a.Reason) })
 }
 
@@ -772,7 +799,8 @@ func (r *Reconciler) adopt(ctx context.Context, s *server, d Desired, rec actuat
 				return
 			}
 			if res.OK {
-				r.post(s.name, post{kind: postReadiness, gen: gen, ok: true, message: "adopted process is ready"})
+				since := adoptedReadySince(rec.StartedAt, r.clock.Now())
+				r.post(s.name, post{kind: postReadiness, gen: gen, ok: true, message: "adopted process is ready", since: since})
 				return
 			}
 			if !r.sleep(pctx, wait) {
@@ -834,7 +862,9 @@ func (r *Reconciler) start(ctx context.Context, s *server, d Desired, a Action) 
 		return Result{}, err
 	}
 	req := startRequest(d)
+	logOffset := r.logSize(s.name)
 	running, err := r.act.Spawn(ctx, req)
+	spawned := r.clock.Now()
 	if err != nil {
 		var se *actuate.StartError
 		if errors.As(err, &se) && se.Reason == actuate.ReasonPortConflict {
@@ -853,7 +883,12 @@ func (r *Reconciler) start(ctx context.Context, s *server, d Desired, a Action) 
 		defer close(done)
 		defer cancel()
 		err := r.act.WaitReady(wctx, req, running)
-		r.post(s.name, post{kind: postStarted, gen: gen, running: running, err: err, abandoned: err != nil && wctx.Err() != nil})
+		since := r.clock.Now() // the readiness check passed
+		if req.Ready == nil {
+			since = spawned // "running": ready from the spawn
+		}
+		r.post(s.name, post{kind: postStarted, gen: gen, running: running, err: err, abandoned: err != nil && wctx.Err() != nil,
+			since: since, logOffset: logOffset})
 	})
 	return Result{}, nil
 }
@@ -877,7 +912,7 @@ func (r *Reconciler) startFailed(s *server, d Desired, err error) error {
 			return st.quarantined(s.name, quarantineInput{reason: ReasonPortConflict, message: msg, holder: holder}, now)
 		})
 	}
-	why := startFailureReason(se, d.Server)
+	why := startFailureReason(se, d)
 	le := &LastExit{Code: se.ExitCode, Signal: se.Signal, Reason: why, At: now}
 	r.mu.Lock()
 	restart := r.backoff.After(s.st.crashes, 0)
@@ -893,18 +928,10 @@ func (r *Reconciler) startFailed(s *server, d Desired, err error) error {
 // startFailureReason says in plain words why a start failed: the cause goes
 // with the message ("write record: ...: no space left on device" says what
 // to fix, "write record" alone does not), and a program that cannot be run
-// is named with the folder it was looked for in.
-func startFailureReason(se *actuate.StartError, srv *spec.Server) string {
-	if se.Err != nil && srv != nil && len(srv.Spec.Command) > 0 {
-		prog, dir := srv.Spec.Command[0], srv.Spec.WorkingDir
-		switch {
-		case errors.Is(se.Err, exec.ErrNotFound):
-			return fmt.Sprintf("program %s not found in PATH", prog)
-		case errors.Is(se.Err, fs.ErrNotExist):
-			return fmt.Sprintf("program %s not found (workingDir %s)", prog, dir)
-		case errors.Is(se.Err, fs.ErrPermission):
-			return fmt.Sprintf("program %s cannot be executed (permission denied; workingDir %s)", prog, dir)
-		}
+// is named with the folder it was looked for in (programFailure).
+func startFailureReason(se *actuate.StartError, d Desired) string {
+	if why, ok := programFailure(se.Err, d); ok {
+		return why
 	}
 	why := se.Message
 	if se.Err != nil {
