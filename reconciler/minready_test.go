@@ -37,6 +37,23 @@ func TestMinReadyTransitions(t *testing.T) {
 		t.Errorf("a second pass inside the window sends %+v, want nothing", evs)
 	}
 
+	// A start whose window is not over shows it at once, announced once.
+	s = &state{phase: PhasePending}
+	_, _ = s.start("api", startInput{hash: "h1", fresh: true, reason: "not running", now: now})
+	evs, _ = s.becameReady("api", readyInput{rec: rec, since: now, window: time.Second, windowMsg: msg, now: now.Add(10 * time.Millisecond)})
+	if s.isReady || s.phase != PhaseRunning || s.reason != ReasonMinReadySeconds || s.ready.Reason != ReasonMinReadySeconds || len(evs) != 1 {
+		t.Errorf("started inside its window: %+v, events %+v; want Running, not Ready, MinReadySeconds at once", s, evs)
+	}
+	if evs, _ := s.minReadyWait("api", msg, now.Add(20*time.Millisecond)); len(evs) != 0 {
+		t.Errorf("the pass after the start sends %+v, want nothing", evs)
+	}
+	// One whose window is over (or 0) waits for the plan to count it.
+	s = &state{phase: PhasePending}
+	_, _ = s.start("api", startInput{hash: "h1", fresh: true, reason: "not running", now: now})
+	if evs, _ := s.becameReady("api", readyInput{rec: rec, since: now, window: time.Second, windowMsg: msg, now: now.Add(time.Second)}); len(evs) != 0 || s.reason == ReasonMinReadySeconds {
+		t.Errorf("started after its window: %+v, events %+v; want no window shown", s, evs)
+	}
+
 	// An exit inside the window is an exit before Ready.
 	exit := exitInput{exit: &LastExit{Code: 1, Reason: "exited with code 1", At: now.Add(600 * time.Millisecond)}, hash: "h1", pid: 42, logTail: "migrating\nfatal: no db"}
 	_, _ = s.exited("api", exit)

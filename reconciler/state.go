@@ -264,6 +264,11 @@ type readyInput struct {
 	// since is when its readiness first held: when the check passed, or
 	// for "running" the spawn.
 	since time.Time
+	// window is the server's minReadySeconds, and windowMsg what a server
+	// inside it waits for: a window not over yet shows at once.
+	window    time.Duration
+	windowMsg string
+	now       time.Time
 }
 
 // becameReady: the started process passed its readiness check. It runs;
@@ -279,6 +284,9 @@ func (s *state) becameReady(name string, in readyInput) ([]Event, error) {
 	s.message, s.readyNote = "", ""
 	s.readySince = in.since
 	s.setPhase(PhaseRunning, "running")
+	if in.window > 0 && in.now.Sub(in.since) < in.window {
+		return s.enterWindow(in.windowMsg, in.now), nil
+	}
 	return nil, nil
 }
 
@@ -291,6 +299,12 @@ func (s *state) minReadyWait(name, msg string, now time.Time) ([]Event, error) {
 	if s.isReady || s.readySince.IsZero() {
 		return nil, nil // not in a window: nothing to wait for
 	}
+	return s.enterWindow(msg, now), nil
+}
+
+// enterWindow shows a running server inside its minReadySeconds window:
+// not Ready, reason MinReadySeconds, announced once.
+func (s *state) enterWindow(msg string, now time.Time) []Event {
 	first := s.reason != ReasonMinReadySeconds
 	if s.ready.Type == "" {
 		s.ready = Condition{Type: ConditionReady, Status: ConditionUnknown}
@@ -298,9 +312,9 @@ func (s *state) minReadyWait(name, msg string, now time.Time) ([]Event, error) {
 	setCondition(&s.ready, ConditionFalse, ReasonMinReadySeconds, msg, now)
 	s.reason = ReasonMinReadySeconds
 	if !first {
-		return nil, nil
+		return nil
 	}
-	return []Event{ev(EventNormal, ReasonMinReadySeconds, fmt.Sprintf("running (pid %d); %s", s.pid, msg))}, nil
+	return []Event{ev(EventNormal, ReasonMinReadySeconds, fmt.Sprintf("running (pid %d); %s", s.pid, msg))}
 }
 
 // counted: readiness has held for minReadySeconds without an exit: the

@@ -257,7 +257,8 @@ func (r *Reconciler) started(ctx context.Context, s *server, d Desired, p post) 
 		since = r.clock.Now()
 	}
 	err := r.change(s, func(st *state) ([]Event, error) {
-		return st.becameReady(s.name, readyInput{rec: running.Record, since: since})
+		min := d.minReady()
+		return st.becameReady(s.name, readyInput{rec: running.Record, since: since, window: min, windowMsg: minReadyMessage(min), now: r.clock.Now()})
 	})
 	r.exits.Watch(running.Handle, func() { r.queue.Add(s.name) })
 	r.startProbes(ctx, s, d, t)
