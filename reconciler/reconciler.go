@@ -141,6 +141,11 @@ type Reconciler struct {
 	changeMu sync.Mutex
 	changeCh chan struct{}
 
+	// emitMu makes a transition and its events one step: whoever saw the
+	// new state (a dependent that starts once this server is Ready) emits
+	// its own events after these.
+	emitMu sync.Mutex
+
 	mu      sync.Mutex
 	desired map[string]Desired // keyed by instance
 	fleet   *spec.Fleet
@@ -319,6 +324,8 @@ func (r *Reconciler) event(e Event) {
 // that holds s's key) and emits its events. A refused transition is
 // logged and returned: it is a bug, and the pass is retried.
 func (r *Reconciler) change(s *server, f func(st *state) ([]Event, error)) error {
+	r.emitMu.Lock()
+	defer r.emitMu.Unlock()
 	r.mu.Lock()
 	before := s.st.shown()
 	evs, err := f(&s.st)
