@@ -14,7 +14,10 @@
 //     worker reads that server's whole state anew (its tracked process, or
 //     its record verified against the kernel). Exits are events (pidfd or
 //     kqueue through observe.ExitWatcher), never found by polling. A Ready
-//     server without declared probes costs nothing between resyncs.
+//     server without declared probes costs nothing between resyncs; a
+//     resync reads again only the records whose file changed since their
+//     last trusted read (inode, change time, size, mode), so a record
+//     turned untrusted is still moved aside at the next one.
 //   - One writer. Only the worker that holds a server's key changes its
 //     state, and only through the named transitions of state.go, each
 //     legal from a listed set of phases (an illegal one is an error). Exit

@@ -167,6 +167,7 @@ type Reconciler struct {
 	stopping map[string][]string
 	passes   uint64         // reconcile passes done; server.lastPass is the last one's number
 	holdsMu  sync.Mutex     // one writer of held.json at a time
+	recScan  recordScan     // lists the records at each resync (its own lock)
 	fw       *FleetWatcher  // set by Run
 	starts   sync.WaitGroup // readiness waits, probers and exit-status looks in flight
 
@@ -476,9 +477,9 @@ func (r *Reconciler) serverLocked(name string) *server {
 // A record found untrusted (and moved aside) is posted to its server.
 func (r *Reconciler) names() []string {
 	set := map[string]bool{}
-	recs, errs := r.records.Records()
-	for _, rec := range recs {
-		set[rec.Name] = true
+	recorded, errs := r.recordNames()
+	for _, n := range recorded {
+		set[n] = true
 	}
 	for _, err := range errs {
 		var ue *actuate.UntrustedRecordError
@@ -503,6 +504,19 @@ func (r *Reconciler) names() []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// recordNames lists the servers that have a record: through recScan (only
+// changed records read) on a state folder, else every record read.
+func (r *Reconciler) recordNames() (names []string, errs []error) {
+	if sd, ok := r.records.(*actuate.StateDir); ok {
+		return r.recScan.names(sd)
+	}
+	recs, errs := r.records.Records()
+	for _, rec := range recs {
+		names = append(names, rec.Name)
+	}
+	return names, errs
 }
 
 // enqueueAll marks every server dirty.

@@ -1,0 +1,90 @@
+package reconciler
+
+import (
+	"context"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/procfleet/procfleet/observe"
+)
+
+// BenchmarkResync1000 is what `up` does every resync period while 1,000
+// Ready servers idle, and nothing else wakes it: rotate the logs that are
+// due, list the servers (their records among them), and reconcile each on
+// the workers. Every server is tracked (its process pinned) and has a
+// record and a log file, as under up; the processes are all this
+// benchmark's own. cpu-ms/op is the process's CPU for one resync, the
+// figure DESIGN.md's idle target (20 ms per 30 s at 1,000) is made of.
+func BenchmarkResync1000(b *testing.B) {
+	r, sd, names := benchFleet(b, benchServers)
+	if err := r.setup(); err != nil {
+		b.Fatal(err)
+	}
+	self := os.Getpid()
+	for _, n := range names {
+		d := r.desired[n]
+		rec := ownRecord(b, n, self, d.Server.Spec.Port, d.Hash)
+		if err := sd.WriteRecord(rec); err != nil {
+			b.Fatal(err)
+		}
+		if err := os.WriteFile(sd.LogPath(n), []byte("listening\n"), 0o600); err != nil {
+			b.Fatal(err)
+		}
+		h, err := observe.Pin(self)
+		if err != nil {
+			b.Fatal(err)
+		}
+		s := r.serverLocked(n)
+		s.tracked = &tracked{rec: rec, handle: h, spec: d.Server.Spec}
+		s.st.phase, s.st.reason, s.st.isReady, s.st.pid = PhaseRunning, "ready", true, self
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	workers := r.startWorkers(ctx)
+	b.Cleanup(func() {
+		cancel()
+		r.teardown(workers) // closes every pin
+	})
+	resync := func() {
+		r.mu.Lock()
+		want := r.passes + uint64(len(names))
+		r.mu.Unlock()
+		r.rotateLogs()
+		r.enqueueAll()
+		deadline := time.NewTimer(time.Minute)
+		defer deadline.Stop()
+		for {
+			ch := r.Changes()
+			r.mu.Lock()
+			done := r.passes >= want
+			r.mu.Unlock()
+			if done {
+				return
+			}
+			select {
+			case <-ch:
+			case <-deadline.C:
+				b.Fatal("resync not done within a minute")
+			}
+		}
+	}
+	resync() // the first one reads every record, as up's first pass does
+	var cpu cpuMeter
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		cpu.start()
+		resync()
+		cpu.stop()
+	}
+	b.StopTimer()
+	cpu.report(b)
+	for _, n := range names {
+		if s := r.servers[n]; s.st.phase != PhaseRunning || s.tracked == nil {
+			b.Fatalf("%s: phase %s after the resyncs, want Running and tracked", n, s.st.phase)
+		}
+	}
+	if recs, errs := sd.Records(); len(recs) != len(names) || len(errs) > 0 {
+		b.Fatalf("%d records after the resyncs (errors %v), want %d", len(recs), errs, len(names))
+	}
+}
