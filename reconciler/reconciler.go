@@ -140,6 +140,10 @@ type Reconciler struct {
 	// server's state or pass, so that any number of waiters wake.
 	changeMu sync.Mutex
 	changeCh chan struct{}
+	// changeTaken: changeCh was handed out since it was made. A channel
+	// no one holds is not closed and replaced: a resync's 1,000 passes
+	// allocate nothing for it while nothing waits.
+	changeTaken bool
 
 	// emitMu makes a transition and its events one step: whoever saw the
 	// new state (a dependent that starts once this server is Ready) emits
@@ -414,8 +418,10 @@ func (r *Reconciler) kickStatus() {
 // notifyChange wakes every waiter of Changes.
 func (r *Reconciler) notifyChange() {
 	r.changeMu.Lock()
-	close(r.changeCh)
-	r.changeCh = make(chan struct{})
+	if r.changeTaken {
+		close(r.changeCh)
+		r.changeCh, r.changeTaken = make(chan struct{}), false
+	}
 	r.changeMu.Unlock()
 }
 
@@ -425,6 +431,7 @@ func (r *Reconciler) notifyChange() {
 func (r *Reconciler) Changes() <-chan struct{} {
 	r.changeMu.Lock()
 	defer r.changeMu.Unlock()
+	r.changeTaken = true
 	return r.changeCh
 }
 
