@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"sort"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -91,9 +92,16 @@ func planDiff(snap *reconciler.Snapshot, portHolder func(port int) string) ([]di
 	desired := snap.Desired()
 	var lines []diffLine
 	inSync := 0
+	scales := map[string]*scaleChange{}
 	for _, a := range snap.Plan() {
 		d := desired[a.Server]
 		rv := snap.Records[a.Server]
+		if a.Kind == reconciler.ActionWait && a.Rolling {
+			a.Kind = reconciler.ActionReplace // its rolling turn, in a running apply
+		}
+		if scaleOf(snap, scales, a, d, rv) {
+			continue
+		}
 		l := diffLine{Name: a.Server}
 		switch a.Kind {
 		case reconciler.ActionNothing, reconciler.ActionAdopt:
@@ -110,13 +118,16 @@ func planDiff(snap *reconciler.Snapshot, portHolder func(port int) string) ([]di
 			if a.Kind == reconciler.ActionWait {
 				l.What = "start after its dependencies"
 			}
-			if h := portHolder(d.Server.Spec.Port); h != "" {
-				l.Hint = fmt.Sprintf("port %d is held by %s: apply will quarantine this server (PortConflict) until that process is stopped", d.Server.Spec.Port, h)
+			if h := portHolder(d.Instance.Port); h != "" {
+				l.Hint = fmt.Sprintf("port %d is held by %s: apply will quarantine this server (PortConflict) until that process is stopped", d.Instance.Port, h)
 			}
 		case reconciler.ActionReplace:
 			l.Mark, l.What = "~", "replace"
-			l.Why = "spec changed: " + strings.Join(changedFields(rv.Record, d.Server), ", ")
+			l.Why = "spec changed: " + strings.Join(changedFields(rv.Record, d.Instance), ", ")
 			l.Why += fmt.Sprintf(" (pid %d is stopped, then the new spec started)", rv.Record.PID)
+			if d.Instance.Replicated() {
+				l.Why += "; rolling: one instance of " + d.Instance.ReplicaOf + " at a time, each Ready before the next"
+			}
 		case reconciler.ActionStop:
 			l.Mark, l.What = "-", "stop"
 			l.Why = fmt.Sprintf("removed from the fleet files (pid %d is stopped, its record removed)", rv.Record.PID)
@@ -129,7 +140,79 @@ func planDiff(snap *reconciler.Snapshot, portHolder func(port int) string) ([]di
 		}
 		lines = append(lines, l)
 	}
+	for server, sc := range scales {
+		lines = append(lines, sc.line(server))
+	}
+	sort.SliceStable(lines, func(i, j int) bool { return lines[i].Name < lines[j].Name })
 	return lines, inSync
+}
+
+// scaleChange is a change of a server's spec.replicas: the instances apply
+// starts (scale up) or stops (scale down, the highest indices).
+type scaleChange struct {
+	from, to    int
+	start, stop []string
+}
+
+// line is the change as diff shows it: one line for the server, "scale 2
+// -> 3", never a start or stop per instance.
+func (sc *scaleChange) line(server string) diffLine {
+	l := diffLine{Name: server, Mark: "~", What: fmt.Sprintf("scale %d -> %d", sc.from, sc.to)}
+	switch {
+	case len(sc.start) > 0 && len(sc.stop) > 0:
+		l.Why = "starts " + strings.Join(sc.start, ", ") + ", stops " + strings.Join(sc.stop, ", ")
+	case len(sc.start) > 0:
+		l.Why = "starts " + strings.Join(sc.start, ", ") + " (the others are left as they are)"
+	default:
+		l.Why = "stops " + strings.Join(sc.stop, ", ") + " (the highest indices, in parallel; the others are left as they are)"
+	}
+	return l
+}
+
+// scaleOf records a's change in scales and reports true when it is one of
+// a scale: the start of a replica never started while others of its server
+// run, or the stop of one beyond the declared count. from counts the
+// instances procfleet has a record of (runs, or ran and did not stop).
+func scaleOf(snap *reconciler.Snapshot, scales map[string]*scaleChange, a reconciler.Action, d reconciler.Desired, rv *reconciler.RecordView) bool {
+	if snap.Fleet == nil {
+		return false
+	}
+	var server string
+	var starts bool
+	switch {
+	case d.Instance != nil && d.Instance.Replicated() && rv == nil && (a.Kind == reconciler.ActionStart || a.Kind == reconciler.ActionWait):
+		server, starts = d.Instance.ReplicaOf, true
+	case d.Server == nil && rv != nil && (a.Kind == reconciler.ActionStop || a.Kind == reconciler.ActionWait):
+		name, i, ok := reconciler.SplitInstance(a.Server)
+		s, declared := snap.Fleet.Get(name)
+		if !ok || !declared || s.Spec.Replicas == nil || i < *s.Spec.Replicas {
+			return false
+		}
+		server = name
+	default:
+		return false
+	}
+	sc := scales[server]
+	if sc == nil {
+		sc = &scaleChange{}
+		for n := range snap.Records {
+			if s, _, ok := reconciler.SplitInstance(n); ok && s == server {
+				sc.from++
+			}
+		}
+		if sc.from == 0 {
+			return false // none runs yet: its instances start as any server does
+		}
+		s, _ := snap.Fleet.Get(server)
+		sc.to = *s.Spec.Replicas
+		scales[server] = sc
+	}
+	if starts {
+		sc.start = append(sc.start, a.Server)
+	} else {
+		sc.stop = append(sc.stop, a.Server)
+	}
+	return true
 }
 
 // missingWhy says why a declared server is not running.
@@ -148,17 +231,18 @@ func missingWhy(a reconciler.Action, rv *reconciler.RecordView, snap *reconciler
 }
 
 // changedFields names the spec fields that differ between the running
-// process and the declared spec. The record holds the command line and the
+// process and the declared instance (its command and args after $(NAME),
+// its port spec.port + index). The record holds the command line and the
 // port; env and workingDir are known only through the spec hash.
-func changedFields(rec actuate.Record, s *spec.Server) []string {
+func changedFields(rec actuate.Record, in *spec.Instance) []string {
 	old := spec.ServerSpec{Port: rec.Port}
-	n := len(s.Spec.Command)
+	n := len(in.Command)
 	if len(rec.Cmdline) >= n {
 		old.Command, old.Args = rec.Cmdline[:n], rec.Cmdline[n:]
 	} else {
 		old.Command = rec.Cmdline
 	}
-	cur := spec.ServerSpec{Command: s.Spec.Command, Args: s.Spec.Args, Port: s.Spec.Port}
+	cur := spec.ServerSpec{Command: in.Command, Args: in.Args, Port: in.Port}
 	fields := spec.FieldDiff(old, cur)
 	if len(fields) == 0 {
 		return []string{"env or workingDir (the record keeps only their hash)"}

@@ -113,7 +113,7 @@ func TestPlanDiff(t *testing.T) {
 }
 
 func TestChangedFields(t *testing.T) {
-	s := &spec.Server{Spec: spec.ServerSpec{Command: []string{"./srv", "-x"}, Args: []string{"-port", "1"}, Port: 1}}
+	s := &spec.Instance{Command: []string{"./srv", "-x"}, Args: []string{"-port", "1"}, Port: 1}
 	for _, tt := range []struct {
 		name    string
 		cmdline []string

@@ -49,13 +49,11 @@ not be (a quarantined one included, with how to stop it by hand).`,
 				if len(names) > 0 {
 					// Nothing runs, but a name must still be one of the
 					// fleet's: a typo is never silently nothing.
-					var known []string
-					if f, err := spec.Load(opts.FleetPaths()...); err == nil {
-						for _, s := range f.Servers {
-							known = append(known, s.Metadata.Name)
-						}
+					f, err := spec.Load(opts.FleetPaths()...)
+					if err != nil {
+						f = nil
 					}
-					if err := unknownNames(names, known); err != nil {
+					if _, err := expandNames(names, f, nil); err != nil {
 						return fmt.Errorf("down: %w", err)
 					}
 				}
@@ -97,7 +95,7 @@ func downThroughUp(ctx context.Context, c *api.Client, progress *progress, names
 		return fmt.Errorf("down (through procfleet up): %w", err)
 	}
 	for _, s := range st.Servers {
-		if len(names) == 0 || slices.Contains(names, s.Name) {
+		if len(names) == 0 || slices.Contains(names, s.Name) || (s.ReplicaOf != "" && slices.Contains(names, s.ReplicaOf)) {
 			progress.say(s.Name+": "+reconciler.PhaseSummary(s), "Server", "server", s.Name, "phase", s.Phase.String(), "reason", s.Reason, "message", s.Message)
 		}
 	}

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
+	"sort"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -18,6 +20,7 @@ import (
 	"github.com/procfleet/procfleet/actuate"
 	"github.com/procfleet/procfleet/internal/api"
 	"github.com/procfleet/procfleet/reconciler"
+	"github.com/procfleet/procfleet/spec"
 )
 
 // Output formats of status.
@@ -136,25 +139,73 @@ type fleetView struct {
 	Live bool
 }
 
-// only keeps the named servers, in the order given; an unknown name is an
-// error with the nearest known name.
+// only keeps the named servers, in the order given; the name of a server
+// with replicas stands for its instances, in index order (those status
+// shows, a scaled-away one still stopping included). An unknown name is an
+// error with the nearest known name (expandNames).
 func (v *fleetView) only(names []string) (reconciler.Status, error) {
 	if len(names) == 0 {
 		return v.Status, nil
 	}
-	known := make([]string, len(v.Status.Servers))
-	for i, s := range v.Status.Servers {
-		known[i] = s.Name
+	known := make([]string, 0, len(v.Status.Servers))
+	groups := map[string][]reconciler.ServerStatus{}
+	for _, s := range v.Status.Servers {
+		known = append(known, s.Name)
+		if s.ReplicaOf != "" {
+			groups[s.ReplicaOf] = append(groups[s.ReplicaOf], s)
+		}
 	}
-	if err := unknownNames(names, known); err != nil {
+	for g := range groups {
+		known = append(known, g)
+	}
+	var fleet *spec.Fleet
+	if v.Snap != nil {
+		fleet = v.Snap.Fleet
+	}
+	if _, err := expandNames(names, fleet, known); err != nil {
 		return reconciler.Status{}, fmt.Errorf("status: %w (check the name, or pass the fleet files with -f)", err)
 	}
 	out := reconciler.Status{Servers: make([]reconciler.ServerStatus, 0, len(names)), Errors: v.Status.Errors}
+	seen := map[string]bool{}
+	add := func(ss reconciler.ServerStatus) {
+		if !seen[ss.Name] {
+			seen[ss.Name] = true
+			out.Servers = append(out.Servers, ss)
+		}
+	}
 	for _, n := range names {
-		ss, _ := v.Status.Get(n)
-		out.Servers = append(out.Servers, ss)
+		if g, ok := groups[n]; ok {
+			g = slices.Clone(g)
+			sortGrouped(g)
+			for _, ss := range g {
+				add(ss)
+			}
+			continue
+		}
+		if ss, ok := v.Status.Get(n); ok {
+			add(ss) // else a server with replicas: 0: nothing of it runs
+		}
 	}
 	return out, nil
+}
+
+// sortGrouped orders status entries as the table shows them: by server,
+// the replicas of one together in index order (api-2 before api-10).
+func sortGrouped(servers []reconciler.ServerStatus) {
+	key := func(s reconciler.ServerStatus) (string, int) {
+		if s.ReplicaOf != "" && s.Index != nil {
+			return s.ReplicaOf, *s.Index
+		}
+		return s.Name, -1
+	}
+	sort.SliceStable(servers, func(i, j int) bool {
+		gi, ii := key(servers[i])
+		gj, ij := key(servers[j])
+		if gi != gj {
+			return gi < gj
+		}
+		return ii < ij
+	})
 }
 
 // look says how much viewFleet looks at.
@@ -258,7 +309,9 @@ var tableHeader = []string{"NAME", "PHASE", "READY", "PID", "PORT", "RESTARTS", 
 // tableRows renders the servers as table cells.
 func tableRows(st reconciler.Status, now time.Time) [][]string {
 	rows := make([][]string, 0, len(st.Servers))
-	for _, s := range st.Servers {
+	servers := slices.Clone(st.Servers)
+	sortGrouped(servers)
+	for _, s := range servers {
 		ready := "no"
 		if s.Ready {
 			ready = "yes"

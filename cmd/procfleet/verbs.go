@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -272,8 +273,8 @@ func writeVerbResult(w io.Writer, verb reconciler.Verb, names []string, st recon
 	}
 }
 
-// upNames are the servers a running up knows (its status); nil when it
-// does not answer.
+// upNames are the servers a running up knows (its status: the instances,
+// and the name of each server with replicas); nil when it does not answer.
 func upNames(ctx context.Context, c *api.Client) []string {
 	sctx, cancel := context.WithTimeout(ctx, apiTimeout)
 	defer cancel()
@@ -281,9 +282,12 @@ func upNames(ctx context.Context, c *api.Client) []string {
 	if err := c.Status(sctx, nil, &st); err != nil {
 		return nil
 	}
-	out := make([]string, len(st.Servers))
-	for i, s := range st.Servers {
-		out[i] = s.Name
+	out := make([]string, 0, len(st.Servers))
+	for _, s := range st.Servers {
+		out = append(out, s.Name)
+		if s.ReplicaOf != "" && !slices.Contains(out, s.ReplicaOf) {
+			out = append(out, s.ReplicaOf) // up expands it to its instances
+		}
 	}
 	return out
 }
