@@ -725,6 +725,7 @@ func (r *Reconciler) Run(ctx context.Context) error {
 					r.log.V(1).Info("Resync")
 					fw.Resync()
 					r.rotateLogs()
+					r.removeStaleLogs()
 					r.enqueueAll()
 				}
 			}
