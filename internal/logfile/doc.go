@@ -67,6 +67,6 @@
 // timestamps of procfleet's, and a file's modification time says only when
 // its last line was written; filtering by time would be a guess.
 //
-// Every file is opened without following a symlink and without blocking,
-// and read only when it is a regular file.
+// Every file is opened through internal/safefile: without following a
+// symlink and without blocking, and used only when it is a regular file.
 package logfile

@@ -8,6 +8,8 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+
+	"github.com/procfleet/procfleet/internal/safefile"
 )
 
 // Defaults of Options.
@@ -103,7 +105,7 @@ func RotateDir(dir string, opts Options) ([]string, error) {
 // to <path>.1 (see the package doc for what is guaranteed). An empty or
 // missing log is left alone.
 func Rotate(path string, opts Options) error {
-	f, err := os.OpenFile(path, os.O_RDWR|noFollow|noBlock, 0)
+	f, err := safefile.Open(path, os.O_RDWR, 0)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil
 	}
@@ -114,9 +116,6 @@ func Rotate(path string, opts Options) error {
 	fi, err := f.Stat()
 	if err != nil {
 		return fmt.Errorf("rotate log %s: %w", path, err)
-	}
-	if !fi.Mode().IsRegular() {
-		return fmt.Errorf("rotate log %s: not a regular file", path)
 	}
 	if fi.Size() == 0 {
 		return nil
@@ -137,7 +136,7 @@ func Rotate(path string, opts Options) error {
 			return fmt.Errorf("rotate log %s: recover %s: %w", path, tmp, err)
 		}
 	}
-	out, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC|noFollow|noBlock, fileMode)
+	out, err := safefile.Open(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, fileMode)
 	if err != nil {
 		return fmt.Errorf("rotate log %s: %w", path, err)
 	}
