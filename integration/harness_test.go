@@ -422,6 +422,7 @@ func (f *fleet) cleanup() {
 	for {
 		left := live(f.procs())
 		if len(left) == 0 {
+			f.removeCgroups()
 			return
 		}
 		if time.Now().After(deadline) {
@@ -432,6 +433,62 @@ func (f *fleet) cleanup() {
 			killPinned(p, time.Second)
 		}
 	}
+}
+
+// removeCgroups removes the cgroups procfleet made for the fleet's state
+// folder (procfleet-<device>-<inode> below the test's own cgroup), deepest
+// first, once its processes are gone. up, SIGKILLed by the cleanup, would
+// have removed them; left behind, they would be another folder's once the
+// inode is reused. rmdir refuses a cgroup that still holds a process.
+func (f *fleet) removeCgroups() {
+	var st syscall.Stat_t
+	if err := syscall.Stat(f.state, &st); err != nil {
+		return
+	}
+	mount, self, ok := ownCgroup2()
+	if !ok {
+		return
+	}
+	dir := filepath.Join(mount, self, fmt.Sprintf("procfleet-%d-%d", st.Dev, st.Ino))
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return
+	}
+	for _, e := range ents {
+		if e.IsDir() {
+			if err := os.Remove(filepath.Join(dir, e.Name())); err != nil {
+				f.t.Logf("cleanup: %v", err)
+			}
+		}
+	}
+	if err := os.Remove(dir); err != nil {
+		f.t.Logf("cleanup: %v", err)
+	}
+}
+
+// ownCgroup2 returns where the cgroup v2 hierarchy is mounted and the
+// test's cgroup in it.
+func ownCgroup2() (mount, self string, ok bool) {
+	b, err := os.ReadFile("/proc/self/cgroup")
+	if err != nil {
+		return "", "", false
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if p, found := strings.CutPrefix(line, "0::"); found {
+			self, ok = p, true
+		}
+	}
+	mi, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil || !ok {
+		return "", "", false
+	}
+	for _, line := range strings.Split(string(mi), "\n") {
+		pre, post, found := strings.Cut(line, " - ")
+		if fields := strings.Fields(pre); found && len(fields) >= 5 && strings.HasPrefix(post, "cgroup2 ") {
+			return fields[4], self, true
+		}
+	}
+	return "", "", false
 }
 
 // cleanupReserve is the time kept before the test binary's -timeout for
