@@ -313,6 +313,32 @@ func TestLogsFollowStalledReader(t *testing.T) {
 	}
 }
 
+// killAndRestart kills name with SIGKILL and waits until up has it Ready
+// again with another pid.
+func (f *e2eFleet) killAndRestart(st reconciler.Status, name string) reconciler.Status {
+	f.t.Helper()
+	old := pidIn(st, name)
+	if err := syscall.Kill(old, syscall.SIGKILL); err != nil {
+		f.t.Fatal(err)
+	}
+	return f.waitStatus(name+" restarted", func(st reconciler.Status) bool {
+		return readyWith(name)(st) && pidIn(st, name) != old
+	})
+}
+
+// inOrder checks that got holds each of lines, in that order.
+func inOrder(t *testing.T, got string, lines []string) {
+	t.Helper()
+	at := 0
+	for _, l := range lines {
+		i := strings.Index(got[at:], l)
+		if i < 0 {
+			t.Fatalf("%q missing or out of order in:\n%s", l, got)
+		}
+		at += i + len(l)
+	}
+}
+
 // httpPrint makes the test server on port print line on its stdout.
 func httpPrint(t *testing.T, port int, line string) {
 	t.Helper()
@@ -364,13 +390,7 @@ func TestLogsFollowFleet(t *testing.T) {
 	say("api", "api after rotation")
 	say("web", "web after api's rotation")
 
-	old := pidIn(st, "api")
-	if err := syscall.Kill(old, syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	st = f.waitStatus("api restarted", func(st reconciler.Status) bool {
-		return readyWith("api")(st) && pidIn(st, "api") != old
-	})
+	st = f.killAndRestart(st, "api")
 	marker := fmt.Sprintf("api     | --- procfleet: started pid %d at ", pidIn(st, "api"))
 	out.WaitFor(t, marker)
 	say("api", "api after restart")
@@ -382,14 +402,7 @@ func TestLogsFollowFleet(t *testing.T) {
 	}
 	// The lines sent appear in the order sent; the marker comes before the
 	// restarted api's line.
-	at := 0
-	for _, l := range sent {
-		i := strings.Index(got[at:], l)
-		if i < 0 {
-			t.Fatalf("%q missing or out of order in:\n%s", l, got)
-		}
-		at += i + len(l)
-	}
+	inOrder(t, got, sent)
 	if m, l := strings.Index(got, marker), strings.Index(got, "api     | api after restart\n"); m < 0 || m > l {
 		t.Errorf("the restart marker is not before the restarted server's line:\n%s", got)
 	}

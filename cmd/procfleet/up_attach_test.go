@@ -13,7 +13,6 @@ import (
 
 	"github.com/procfleet/procfleet/internal/logfile"
 	"github.com/procfleet/procfleet/internal/testserver"
-	"github.com/procfleet/procfleet/reconciler"
 )
 
 // TestUpAttach runs the real binary with --attach: real test servers print
@@ -48,12 +47,7 @@ func TestUpAttach(t *testing.T) {
 	say("api", "api after rotation")
 
 	old := pidIn(st, "api")
-	if err := syscall.Kill(old, syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	st = f.waitStatus("api restarted", func(st reconciler.Status) bool {
-		return readyWith("api")(st) && pidIn(st, "api") != old
-	})
+	st = f.killAndRestart(st, "api")
 	marker := fmt.Sprintf("api | --- procfleet: started pid %d at ", pidIn(st, "api"))
 	waitLog(t, stdout, marker)
 	say("api", "api after restart")
@@ -84,14 +78,7 @@ func TestUpAttach(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := string(b)
-	at := 0
-	for _, l := range sent {
-		i := strings.Index(got[at:], l)
-		if i < 0 {
-			t.Fatalf("%q missing or out of order in:\n%s", l, got)
-		}
-		at += i + len(l)
-	}
+	inOrder(t, got, sent)
 	if m, l := strings.Index(got, marker), strings.Index(got, "api | api after restart\n"); m > l {
 		t.Errorf("the restart marker is not before the restarted server's line:\n%s", got)
 	}
