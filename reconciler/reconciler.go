@@ -288,14 +288,6 @@ func (a actuatorEvents) Event(server, reason, message string) {
 	a.r.event(Event{Server: server, Type: typ, Reason: reason, Message: message, Detail: detail})
 }
 
-// emit sends the events a transition returned.
-func (r *Reconciler) emit(name string, evs []Event) {
-	for _, e := range evs {
-		e.Server = name
-		r.event(e)
-	}
-}
-
 // event records an event for a server: its ring, its events file, the log
 // and OnEvent.
 func (r *Reconciler) event(e Event) {
@@ -303,10 +295,20 @@ func (r *Reconciler) event(e Event) {
 		e.Time = r.clock.Now()
 	}
 	r.mu.Lock()
+	r.ringLocked(e)
+	r.mu.Unlock()
+	r.publish(e)
+}
+
+// ringLocked keeps e in its server's ring. The caller holds r.mu.
+func (r *Reconciler) ringLocked(e Event) {
 	if s := r.servers[e.Server]; s != nil {
 		s.events.add(e)
 	}
-	r.mu.Unlock()
+}
+
+// publish sends an event on: the events file, the log and OnEvent.
+func (r *Reconciler) publish(e Event) {
 	if err := r.events.append(e); err != nil {
 		r.eventsFault.failed(r.log, err, "Cannot append to the events file", "server", e.Server)
 	} else {
@@ -335,17 +337,31 @@ func (r *Reconciler) change(s *server, f func(st *state) ([]Event, error)) error
 	before := s.st.shown()
 	evs, err := f(&s.st)
 	moved := s.st.shown() != before
+	// In the ring with the state: whoever sees the state sees its events.
+	now := r.clock.Now()
+	for i := range evs {
+		if err != nil {
+			break
+		}
+		evs[i].Server = s.name
+		if evs[i].Time.IsZero() {
+			evs[i].Time = now
+		}
+		r.ringLocked(evs[i])
+	}
 	r.mu.Unlock()
 	if err != nil {
 		r.log.Error(err, "Transition refused", "server", s.name)
 		return err
+	}
+	for _, e := range evs {
+		r.publish(e)
 	}
 	if moved || len(evs) > 0 {
 		// Only what status shows wakes the status writer and the waiters:
 		// a resync over an idle fleet changes nothing.
 		r.kickStatus()
 	}
-	r.emit(s.name, evs)
 	return nil
 }
 
