@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -308,5 +309,27 @@ func TestStopLiftedByFileChange(t *testing.T) {
 	waitStatus(t, rr.r, "web started by the edit made without up", allReady("api", "web"))
 	if len(heldNames(t, f.state)) != 0 {
 		t.Errorf("held.json = %v, want none", heldNames(t, f.state))
+	}
+}
+
+// TestExecProbeGetsInstanceEnv: an exec readiness probe runs with the
+// server's resolved environment (its env file's variables and PORT), not
+// only spec.env: the probe passes only if it sees them.
+func TestExecProbeGetsInstanceEnv(t *testing.T) {
+	f := newTestFleet(t)
+	if err := os.WriteFile(filepath.Join(f.dir, ".env"), []byte("PROBE_WANTS=from-env-file\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	port := testserver.FreePort(t)
+	f.add(&testSpec{name: "api", port: port, extra: "  envFile: [.env]\n" +
+		"  startupTimeoutSeconds: 20\n" +
+		"  readinessProbe:\n    exec: {command: [sh, -c, 'test \"$PROBE_WANTS\" = from-env-file && test \"$PORT\" = " + strconv.Itoa(port) + "']}\n    periodSeconds: 1\n"})
+	f.write()
+	st, err := converge(t, f, true)
+	if err != nil {
+		t.Fatalf("Converge: %v (the exec probe did not see the instance's environment)\n%s", err, dumpStatus(st))
+	}
+	if !allReady("api")(st) {
+		t.Errorf("api not Ready:\n%s", dumpStatus(st))
 	}
 }

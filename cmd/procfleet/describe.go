@@ -33,7 +33,9 @@ func newDescribeCmd(opts *globalOptions) *cobra.Command {
 		Long: `Describe shows one server in detail:
 
   - its status (phase, readiness, reason, restarts) and conditions;
-  - its spec as the fleet files declare it (env values are not shown);
+  - its spec as the fleet files declare it;
+  - its environment: each variable's name and where it is set (env file
+    and line, env entry, or procfleet itself), never a value;
   - its ownership record, and the process at the record's pid as observed
     now, with the verdict of the ownership check (and its evidence);
   - its probes, run once now;
@@ -107,6 +109,7 @@ func describeOne(ctx context.Context, v *fleetView, st reconciler.ServerStatus, 
 	d := describer{w: w, now: time.Now()}
 	d.status(st, v.Live)
 	d.spec(decl, snap.Fleet != nil)
+	d.env(decl)
 	ob := snap.Records[name]
 	d.record(ob, decl)
 	d.probes(ctx, decl, ob)
@@ -184,15 +187,8 @@ func (d *describer) spec(in *spec.Instance, loaded bool) {
 	if s.Source.File != "" {
 		d.field(2, "File", fmt.Sprintf("%s:%d", s.Source.File, s.Source.Line))
 	}
-	d.field(2, "Command", quoteArgs(sp.Argv()))
-	d.field(2, "Working dir", sp.WorkingDir)
-	if len(sp.Env) > 0 {
-		names := make([]string, len(sp.Env))
-		for i, e := range sp.Env {
-			names[i] = e.Name
-		}
-		d.field(2, "Env", strings.Join(names, ", ")+" (values not shown)")
-	}
+	d.field(2, "Command", quoteArgs(in.Argv()))
+	d.field(2, "Working dir", in.WorkingDir)
 	port := dash(in.Port)
 	if in.Replicated() && in.Port > 0 {
 		port = fmt.Sprintf("%d (spec.port %d + index %d)", in.Port, sp.Port, in.Index)
@@ -213,6 +209,27 @@ func (d *describer) spec(in *spec.Instance, loaded bool) {
 	d.field(2, "Liveness", probeText(in.Liveness, in.Port))
 	d.field(2, "Timeouts", fmt.Sprintf("startup %s, grace %s, kill %s", sp.StartupTimeout(), sp.TerminationGracePeriod(), sp.KillTimeout()))
 	d.field(2, "Spec hash", in.Hash)
+}
+
+// env lists the instance's environment: each variable set on top of
+// procfleet's own, with where it is set, never its value.
+func (d *describer) env(in *spec.Instance) {
+	d.printf("\nEnvironment (names and where each is set; values are never shown):\n")
+	if in == nil {
+		d.printf("  (not in the fleet files)\n")
+		return
+	}
+	if d.err != nil {
+		return
+	}
+	tw := tabwriter.NewWriter(d.w, 0, 8, 2, ' ', 0)
+	for _, v := range in.Env {
+		fmt.Fprintf(tw, "  %s\t%s\n", v.Name, v.From)
+	}
+	if d.err = tw.Flush(); d.err != nil {
+		return
+	}
+	d.printf("  and procfleet's own environment, inherited (a variable above wins over it)\n")
 }
 
 // probeText describes a probe in one line.
