@@ -58,6 +58,10 @@ type RecordView struct {
 	// Ready is the readiness check run now for an owned process; nil when
 	// it has none (running is ready) or was not run.
 	Ready *observe.ProbeResult
+	// Started is what the owned process runs with (started/<name>.json);
+	// nil when that is not known (a process started by an older procfleet,
+	// or not yet Ready).
+	Started *StartedWith
 }
 
 // Snapshot is the fleet as status, describe and diff see it without a
@@ -133,8 +137,11 @@ func (s *Snapshot) verify(ctx context.Context, recs []actuate.Record, probe bool
 			sem <- struct{}{}
 			defer func() { <-sem }()
 			rv := verifiedRecordView(actuate.Verify, rec)
-			if rv.Verdict == actuate.VerdictOwned && probe {
-				rv.Ready = s.readinessNow(ctx, rec)
+			if rv.Verdict == actuate.VerdictOwned {
+				rv.Started, _ = ReadStartedWith(s.StateDir.Path, rec) // a help for diff: unreadable means unknown
+				if probe {
+					rv.Ready = s.readinessNow(ctx, rec)
+				}
 			}
 			mu.Lock()
 			s.Records[rec.Name] = rv

@@ -132,9 +132,9 @@ type Reconciler struct {
 	closeFn func() error // closes the exit watcher we made
 
 	statusKick chan struct{}
-	// statusFault and eventsFault log a run of failed status.json or
-	// events file writes once.
-	statusFault, eventsFault writeFault
+	// statusFault, eventsFault and startedFault log a run of failed
+	// status.json, events file or started/ writes once.
+	statusFault, eventsFault, startedFault writeFault
 
 	// changeMu guards changeCh, closed (and replaced) on every change of a
 	// server's state or pass, so that any number of waiters wake.
@@ -208,6 +208,9 @@ type server struct {
 	// recordLost: the record of the process being started was found
 	// untrusted and moved aside; it is written again once it is Ready.
 	recordLost string
+	// startedFor is the declaration started/<name>.json was last written
+	// for (noteStarted).
+	startedFor *spec.Server
 }
 
 type tracked struct {

@@ -42,11 +42,22 @@ func readStateFile(path string) ([]byte, error) {
 	return data, nil
 }
 
-// writeStateFile replaces the file at path with data atomically: a temp
-// file in the same folder (mode 0600), written, synced, renamed over path,
-// the folder synced. A reader sees the old content or the new, never a
-// part; a symlink at path is replaced, never followed.
+// writeStateFile replaces the file at path with data atomically and
+// durably: a temp file in the same folder (mode 0600), written, synced,
+// renamed over path, the folder synced. A reader sees the old content or
+// the new, never a part; a symlink at path is replaced, never followed.
 func writeStateFile(path string, data []byte) error {
+	return writeState(path, data, true)
+}
+
+// writeStateFileFast is writeStateFile without the syncs: atomic for
+// readers, but a crash of the machine may lose it (files that are a help,
+// never a condition).
+func writeStateFileFast(path string, data []byte) error {
+	return writeState(path, data, false)
+}
+
+func writeState(path string, data []byte, durable bool) error {
 	dir := filepath.Dir(path)
 	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
 	if err != nil {
@@ -57,7 +68,7 @@ func writeStateFile(path string, data []byte) error {
 	if err == nil {
 		err = f.Chmod(0o600)
 	}
-	if err == nil {
+	if err == nil && durable {
 		err = f.Sync()
 	}
 	if cerr := f.Close(); err == nil {
@@ -70,6 +81,9 @@ func writeStateFile(path string, data []byte) error {
 		_ = os.Remove(tmp)
 		return fmt.Errorf("write %s: %w", path, err)
 	}
+	if !durable {
+		return nil
+	}
 	if d, err := os.Open(dir); err == nil {
 		_ = d.Sync() // the rename is durable once the folder is; nothing to do if it cannot be
 		_ = d.Close()
@@ -81,6 +95,23 @@ func writeStateFile(path string, data []byte) error {
 func removeStateFile(path string) error {
 	if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("remove %s: %w", path, err)
+	}
+	return nil
+}
+
+// mkdirState makes a folder of the state folder (mode 0700) if it is not
+// there; a path that is there and is not a folder (a symlink included) is
+// an error.
+func mkdirState(path string) error {
+	if err := os.Mkdir(path, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
+		return fmt.Errorf("create %s: %w", path, err)
+	}
+	fi, err := os.Lstat(path)
+	if err != nil {
+		return fmt.Errorf("create %s: %w", path, err)
+	}
+	if !fi.IsDir() {
+		return fmt.Errorf("create %s: not a folder (%s)", path, fi.Mode().Type())
 	}
 	return nil
 }

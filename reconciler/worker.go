@@ -127,6 +127,9 @@ func (r *Reconciler) reconcile(ctx context.Context, name string) (Result, error)
 	if werr := r.rewriteRecord(s); werr != nil && err == nil {
 		err = werr // tried again with the queue's backoff
 	}
+	if t := s.tracked; t != nil && s.startedFor != d.Server {
+		r.noteStarted(s, d, t.rec)
+	}
 	r.mu.Lock()
 	r.passes++
 	s.lastPass = r.passes
@@ -582,6 +585,7 @@ func (r *Reconciler) handleExit(ctx context.Context, s *server, t *tracked) erro
 	if err := r.records.RemoveRecord(s.name); err != nil {
 		r.log.Error(err, "Cannot remove the record of an exited server", "server", s.name)
 	}
+	r.forgetStarted(s)
 	now := r.clock.Now()
 	le.At = now
 	s.tracked = nil
@@ -686,6 +690,7 @@ func (r *Reconciler) apply(ctx context.Context, s *server, d Desired, a Action, 
 			return Result{}, err
 		}
 		r.recordOK(s)
+		r.forgetStarted(s)
 		r.event(Event{Server: s.name, Type: EventNormal, Reason: actuate.EventRecordRemoved, Message: "record removed, nothing signalled: " + ob.obs.Reason})
 	}
 	// 2. A pin from verification is kept only by adoption.
@@ -1000,6 +1005,9 @@ func (r *Reconciler) stop(ctx context.Context, s *server, d Desired, a Action, r
 		_ = t.handle.Close()
 	}
 	s.tracked = nil
+	if err == nil {
+		r.forgetStarted(s)
+	}
 	var q *actuate.QuarantineError
 	switch {
 	case err == nil && a.Kind == ActionReplace:

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"sort"
@@ -14,9 +15,16 @@ import (
 	"github.com/procfleet/procfleet/spec"
 )
 
+// Output formats of diff.
+const (
+	diffText = "text"
+	diffJSON = "json"
+)
+
 func newDiffCmd(opts *globalOptions) *cobra.Command {
+	var output string
 	cmd := &cobra.Command{
-		Use:   "diff [-f PATH]...",
+		Use:   "diff [-f PATH]... [-o text|json]",
 		Short: "Show what apply would do, server by server, and why",
 		Long: `Diff compares the fleet files with what runs and prints what 'procfleet apply'
 would do to each server that is not as declared, with the reason:
@@ -24,15 +32,30 @@ would do to each server that is not as declared, with the reason:
   + NAME: start: missing: never started, or stopped (or: crashed, its record stale)
   + NAME: start after its dependencies: ...
   ~ NAME: replace: spec changed: the fields that differ (pid N is stopped, ...)
+  ~ NAME: update, no restart: the fields that change without a restart
   - NAME: stop: removed from the fleet files (pid N is stopped, ...)
   ! NAME: quarantined: REASON: apply will not touch it and will fail until
           it is resolved
       followed by a hint line where there is one: who holds a port, how to
       stop a process by hand, or what to do with an untrusted record
 
+A changed server is followed by one line per field: command, args,
+workingDir and port as old -> new; each environment variable that envFile
+or env set whose value changed, by name only ("LOG_LEVEL changed"; values
+are never printed); and probes, timeouts, restartPolicy, dependsOn,
+minReadySeconds and labels marked "no restart" (they apply without one).
+They are computed from what the process runs with, which procfleet keeps
+beside its record (started/<name>.json in the state folder, variables as
+salted hashes); for a process started by an older procfleet only the
+command line and port recorded are compared.
+
 It plans with the same function apply and up use (reconciler.Plan), from the
 same observation a fresh apply starts with: the records in the state folder,
 each checked against the process at its pid. It changes nothing.
+
+-o json prints {"inSync": N, "changes": [{"name", "action", "reason",
+"hint", "pid", "fields": [{"field", "var", "how", "old", "new",
+"restart"}]}]}, the same exit status.
 
 Exit status: 0 when the fleet is in sync, 2 when changes are pending, 1 on
 an error (the fleet files do not load, the state folder is unreadable).`,
@@ -40,28 +63,58 @@ an error (the fleet files do not load, the state folder is unreadable).`,
   procfleet diff
 
   # In CI: fail the job when the running fleet drifted from the files
-  procfleet diff -f fleet.d || echo "drift (exit $?)"`,
+  procfleet diff -f fleet.d || echo "drift (exit $?)"
+
+  # The changed variables of each server, by name
+  procfleet diff -o json | jq '.changes[] | {name, vars: [.fields[] | select(.var) | .var]}'`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return runDiff(cmd.Context(), opts, cmd.OutOrStdout())
+			if output != diffText && output != diffJSON {
+				return &exitError{code: exitFailure, err: fmt.Errorf("invalid --output %q: want text or json", output)}
+			}
+			return runDiff(cmd.Context(), opts, cmd.OutOrStdout(), output)
 		},
 	}
 	opts.addFileFlags(cmd)
+	cmd.Flags().StringVarP(&output, "output", "o", diffText, "output `FORMAT`: text or json")
 	return cmd
 }
 
 // diffLine is one server that apply would change.
 type diffLine struct {
-	Name string
+	Name string `json:"name"`
 	// Mark is +, ~, - or !.
-	Mark string
-	// What apply would do, and why.
-	What, Why string
+	Mark string `json:"-"`
+	// What apply would do ("start", "replace", "update, no restart",
+	// "stop", "quarantined"), and why.
+	What string `json:"action"`
+	Why  string `json:"reason"`
 	// Hint says what a person can do (quarantine, port conflict).
-	Hint string
+	Hint string `json:"hint,omitempty"`
+	// PID is the running process apply would stop or replace.
+	PID int `json:"pid,omitempty"`
+	// Fields are the changes of a replace or update, field by field.
+	Fields []diffField `json:"fields,omitempty"`
 }
 
-func runDiff(ctx context.Context, opts *globalOptions, w io.Writer) error {
+// diffField is one changed field: spec.Change as diff prints it. A
+// variable's values are never in it.
+type diffField struct {
+	Field   string `json:"field"`
+	Var     string `json:"var,omitempty"`
+	How     string `json:"how,omitempty"`
+	Old     string `json:"old,omitempty"`
+	New     string `json:"new,omitempty"`
+	Restart bool   `json:"restart"`
+}
+
+// diffReport is diff -o json.
+type diffReport struct {
+	InSync  int        `json:"inSync"`
+	Changes []diffLine `json:"changes"`
+}
+
+func runDiff(ctx context.Context, opts *globalOptions, w io.Writer, output string) error {
 	v, err := viewFleet(ctx, opts, look{})
 	if err != nil {
 		return fmt.Errorf("diff: %w", err)
@@ -70,18 +123,63 @@ func runDiff(ctx context.Context, opts *globalOptions, w io.Writer) error {
 		return fleetError("diff", v.Snap.LoadErr)
 	}
 	lines, inSync := planDiff(v.Snap, reconciler.PortHolder)
+	if output == diffJSON {
+		if lines == nil {
+			lines = []diffLine{}
+		}
+		b, err := json.MarshalIndent(diffReport{InSync: inSync, Changes: lines}, "", "  ")
+		if err != nil {
+			return fmt.Errorf("diff: %w", err)
+		}
+		fmt.Fprintf(w, "%s\n", b)
+	} else {
+		writeDiff(w, lines, inSync, v.Snap.Files)
+	}
 	if len(lines) == 0 {
-		fmt.Fprintf(w, "in sync: %d server(s) as declared in %s\n", inSync, strings.Join(v.Snap.Files, ", "))
 		return nil
+	}
+	return silentExit(exitPending)
+}
+
+// writeDiff prints the lines as text.
+func writeDiff(w io.Writer, lines []diffLine, inSync int, files []string) {
+	if len(lines) == 0 {
+		fmt.Fprintf(w, "in sync: %d server(s) as declared in %s\n", inSync, strings.Join(files, ", "))
+		return
 	}
 	for _, l := range lines {
 		fmt.Fprintf(w, "%s %s: %s: %s\n", l.Mark, l.Name, l.What, l.Why)
+		for _, f := range l.Fields {
+			fmt.Fprintf(w, "    %s\n", fieldText(f))
+		}
 		if l.Hint != "" {
 			fmt.Fprintf(w, "    %s\n", l.Hint)
 		}
 	}
 	fmt.Fprintf(w, "%d change(s) pending, %d server(s) in sync; 'procfleet apply' (or a running up) carries them out\n", len(lines), inSync)
-	return silentExit(exitPending)
+}
+
+// fieldText is one changed field on a line: "spec.args: [...] -> [...]",
+// "env LOG_LEVEL: changed", with "(no restart)" for the fields that apply
+// without one.
+func fieldText(f diffField) string {
+	var out string
+	if f.Var != "" {
+		out = fmt.Sprintf("env %s: %s (value not shown)", f.Var, f.How)
+	} else {
+		out = fmt.Sprintf("%s: %s -> %s", f.Field, orNone(f.Old), orNone(f.New))
+	}
+	if !f.Restart {
+		out += " (no restart)"
+	}
+	return out
+}
+
+func orNone(s string) string {
+	if s == "" || s == "null" {
+		return "none"
+	}
+	return s
 }
 
 // planDiff turns each action of the snapshot's plan (reconciler.Plan, as a
@@ -105,10 +203,16 @@ func planDiff(snap *reconciler.Snapshot, portHolder func(port int) string) ([]di
 		l := diffLine{Name: a.Server}
 		switch a.Kind {
 		case reconciler.ActionNothing, reconciler.ActionAdopt:
-			if d.Server != nil {
-				inSync++
+			if d.Server == nil {
+				continue
 			}
-			continue
+			fields := changesOf(snap, d, rv)
+			if len(fields) == 0 {
+				inSync++
+				continue
+			}
+			l.Mark, l.What, l.PID, l.Fields = "~", "update, no restart", rv.Record.PID, fields
+			l.Why = "changed without a restart: " + strings.Join(fieldNames(fields), ", ")
 		case reconciler.ActionStart, reconciler.ActionWait:
 			if d.Server == nil { // a pruned server waiting for its dependents
 				l.Mark, l.What, l.Why = "-", "stop", "removed from the fleet files ("+a.Reason+")"
@@ -122,14 +226,18 @@ func planDiff(snap *reconciler.Snapshot, portHolder func(port int) string) ([]di
 				l.Hint = fmt.Sprintf("port %d is held by %s: apply will quarantine this server (PortConflict) until that process is stopped", d.Instance.Port, h)
 			}
 		case reconciler.ActionReplace:
-			l.Mark, l.What = "~", "replace"
-			l.Why = "spec changed: " + strings.Join(changedFields(rv.Record, d.Instance), ", ")
+			l.Mark, l.What, l.PID = "~", "replace", rv.Record.PID
+			names := changedFields(rv.Record, d.Instance)
+			if l.Fields = changesOf(snap, d, rv); len(l.Fields) > 0 {
+				names = restartFieldNames(l.Fields)
+			}
+			l.Why = "spec changed: " + strings.Join(names, ", ")
 			l.Why += fmt.Sprintf(" (pid %d is stopped, then the new spec started)", rv.Record.PID)
 			if d.Instance.Replicated() {
 				l.Why += "; rolling: one instance of " + d.Instance.ReplicaOf + " at a time, each Ready before the next"
 			}
 		case reconciler.ActionStop:
-			l.Mark, l.What = "-", "stop"
+			l.Mark, l.What, l.PID = "-", "stop", rv.Record.PID
 			l.Why = fmt.Sprintf("removed from the fleet files (pid %d is stopped, its record removed)", rv.Record.PID)
 		case reconciler.ActionQuarantine:
 			l.Mark, l.What = "!", "quarantined"
@@ -248,4 +356,56 @@ func changedFields(rec actuate.Record, in *spec.Instance) []string {
 		return []string{"env or workingDir (the record keeps only their hash)"}
 	}
 	return fields
+}
+
+// changesOf is what differs between what the process of rv runs with and
+// d, field by field; nil when that is not known (no started/<name>.json
+// for the process) or nothing differs.
+func changesOf(snap *reconciler.Snapshot, d reconciler.Desired, rv *reconciler.RecordView) []diffField {
+	if rv == nil || rv.Started == nil || d.Server == nil {
+		return nil
+	}
+	in := d.Instance
+	if in == nil && snap.Fleet != nil {
+		in, _ = snap.Fleet.Instance(rv.Record.Name)
+	}
+	if in == nil {
+		return nil
+	}
+	var out []diffField
+	for _, c := range rv.Started.Changes(in) {
+		f := diffField{Field: c.Field, Var: c.Var, How: c.How, Restart: c.Restart}
+		if c.Var == "" {
+			f.Old, f.New = c.Old, c.New
+		}
+		out = append(out, f)
+	}
+	return out
+}
+
+// fieldNames names the changed fields once each, short: "args", "env
+// LOG_LEVEL", "readinessProbe".
+func fieldNames(fields []diffField) []string {
+	var out []string
+	for _, f := range fields {
+		n := strings.TrimPrefix(strings.TrimPrefix(f.Field, "spec."), "metadata.")
+		if f.Var != "" {
+			n = "env " + f.Var
+		}
+		if len(out) == 0 || out[len(out)-1] != n {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// restartFieldNames is fieldNames of the fields that replace the server.
+func restartFieldNames(fields []diffField) []string {
+	var r []diffField
+	for _, f := range fields {
+		if f.Restart {
+			r = append(r, f)
+		}
+	}
+	return fieldNames(r)
 }
