@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -17,11 +18,16 @@ import (
 // defaultApplyTimeout bounds apply when --timeout is not given.
 const defaultApplyTimeout = 5 * time.Minute
 
+// applyText is apply's default output: a line of progress per event on
+// stderr and one summary line on stdout.
+const applyText = "text"
+
 func newApplyCmd(opts *globalOptions) *cobra.Command {
 	var wait bool
 	var timeout time.Duration
+	var output string
 	cmd := &cobra.Command{
-		Use:   "apply [-f PATH]... [--wait] [--timeout D]",
+		Use:   "apply [-f PATH]... [--wait] [--timeout D] [-o text|json]",
 		Short: "Converge once and exit; the servers stay running",
 		Long: `Apply reads the fleet files once and acts until every server is in its
 declared state: it adopts what its records prove it owns, starts what is
@@ -38,21 +44,28 @@ keeps servers stopped), and with --wait waits until every server is Ready.
 Exit status: 0 when every server is Running (with --wait, Ready); 1 when any
 is Failed or Quarantined, is not Ready with --wait, or --timeout passed,
 with each such server's reason. With --wait it gives up on a failed server
-at once and exits as soon as the others have settled.`,
+at once and exits as soon as the others have settled.
+
+-o json prints the final status document on stdout (status -o json's, with
+notConverged: each server not as declared, and why), whatever the exit.`,
 		Example: `  # CI: start the fleet and wait until every server is Ready
   procfleet apply --wait --timeout 2m`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return runApply(cmd.Context(), opts, cmd.OutOrStdout(), cmd.ErrOrStderr(), wait, timeout)
+			if output != applyText && output != outputJSON {
+				return &exitError{code: exitFailure, err: fmt.Errorf("invalid -o %q: want text or json", output)}
+			}
+			return runApply(cmd.Context(), opts, cmd.OutOrStdout(), cmd.ErrOrStderr(), wait, timeout, output)
 		},
 	}
 	opts.addFileFlags(cmd)
 	cmd.Flags().BoolVar(&wait, "wait", false, "exit 0 only when every server is Ready")
 	cmd.Flags().DurationVar(&timeout, "timeout", defaultApplyTimeout, "give up after `D` (like 90s or 2m)")
+	cmd.Flags().StringVarP(&output, "output", "o", applyText, "output `FORMAT`: text or json (the final status document)")
 	return cmd
 }
 
-func runApply(ctx context.Context, opts *globalOptions, stdout, stderr io.Writer, wait bool, timeout time.Duration) error {
+func runApply(ctx context.Context, opts *globalOptions, stdout, stderr io.Writer, wait bool, timeout time.Duration, output string) error {
 	if timeout <= 0 {
 		return fmt.Errorf("apply: --timeout must be positive, got %s", timeout)
 	}
@@ -60,7 +73,7 @@ func runApply(ctx context.Context, opts *globalOptions, stdout, stderr io.Writer
 	if isLocked(err) {
 		if c := upClient(ctx, sd); c != nil {
 			defer c.Close()
-			return applyThroughUp(ctx, c, stdout, wait, timeout)
+			return applyThroughUp(ctx, c, stdout, wait, timeout, output)
 		}
 	}
 	if err != nil {
@@ -78,6 +91,11 @@ func runApply(ctx context.Context, opts *globalOptions, stdout, stderr io.Writer
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	st, err := r.Converge(ctx, reconciler.ConvergeOptions{Wait: wait})
+	if output == outputJSON {
+		if jerr := writeApplyJSON(stdout, reconciler.NewApplyResult(st, err)); jerr != nil {
+			return jerr
+		}
+	}
 	var nc *reconciler.NotConvergedError
 	switch {
 	case errors.As(err, &nc):
@@ -88,14 +106,32 @@ func runApply(ctx context.Context, opts *globalOptions, stdout, stderr io.Writer
 	case err != nil:
 		return fleetError("apply", err)
 	}
-	fmt.Fprintf(stdout, "applied: %d server(s), %d ready\n", len(st.Servers), countReady(st))
+	if output == applyText {
+		fmt.Fprintf(stdout, "applied: %d server(s), %d ready\n", len(st.Servers), countReady(st))
+	}
 	return nil
 }
 
+// writeApplyJSON prints the final status document of an apply.
+func writeApplyJSON(w io.Writer, res reconciler.ApplyResult) error {
+	b, err := json.MarshalIndent(res, "", "  ")
+	if err != nil {
+		return fmt.Errorf("apply: write the status document: %w", err)
+	}
+	_, err = fmt.Fprintf(w, "%s\n", b)
+	return err
+}
+
 // applyThroughUp asks the running up to re-read its files and converge.
-func applyThroughUp(ctx context.Context, c *api.Client, stdout io.Writer, wait bool, timeout time.Duration) error {
-	var st reconciler.Status
-	err := c.Reload(ctx, wait, timeout, &st)
+func applyThroughUp(ctx context.Context, c *api.Client, stdout io.Writer, wait bool, timeout time.Duration, output string) error {
+	var res reconciler.ApplyResult
+	err := c.Reload(ctx, wait, timeout, &res)
+	st := res.Status
+	if output == outputJSON && len(st.Servers) > 0 {
+		if jerr := writeApplyJSON(stdout, res); jerr != nil {
+			return jerr
+		}
+	}
 	if err != nil {
 		var ae *api.Error
 		if errors.As(err, &ae) && len(st.Servers) > 0 {
@@ -109,7 +145,9 @@ func applyThroughUp(ctx context.Context, c *api.Client, stdout io.Writer, wait b
 		}
 		return fmt.Errorf("apply (through procfleet up): %w", err)
 	}
-	fmt.Fprintf(stdout, "applied through procfleet up: %d server(s), %d ready\n", len(st.Servers), countReady(st))
+	if output == applyText {
+		fmt.Fprintf(stdout, "applied through procfleet up: %d server(s), %d ready\n", len(st.Servers), countReady(st))
+	}
 	return nil
 }
 

@@ -162,6 +162,18 @@ func TestProgramNotFound(t *testing.T) {
 	if code != 1 || !strings.Contains(out, "program ./bin/nope not found") {
 		t.Errorf("apply: exit %d, want 1 saying the program was not found\n%s", code, out)
 	}
+	// apply -o json: the final status document, with why it gave up.
+	code, out = f.cmd("apply", "--wait", "--timeout", "30s", "-o", "json", "-f", f.file)
+	var res reconciler.ApplyResult
+	if i := strings.Index(out, "{"); code != 1 || i < 0 || json.NewDecoder(strings.NewReader(out[i:])).Decode(&res) != nil {
+		t.Fatalf("apply -o json: exit %d, want 1 and a status document\n%s", code, out)
+	}
+	if s, _ := res.Get("api"); s.Phase != reconciler.PhaseFailed || !strings.Contains(s.Message+" "+s.Reason, "program ./bin/nope not found") {
+		t.Errorf("apply -o json: api %s / %q / %q; want Failed saying the program was not found", s.Phase, s.Reason, s.Message)
+	}
+	if _, ok := res.NotConverged["api"]; !ok || len(res.NotConverged) != 1 {
+		t.Errorf("apply -o json: notConverged %v, want api", res.NotConverged)
+	}
 	code, out = f.cmd("status", "-o", "json", "-f", f.file)
 	var st reconciler.Status
 	if err := json.Unmarshal([]byte(out[strings.Index(out, "{"):]), &st); err != nil {
