@@ -51,8 +51,17 @@ func benchFleet(b *testing.B, n int) (*Reconciler, *actuate.StateDir, []string) 
 // processes are all this benchmark's own process, pinned 1,000 times.
 // DESIGN.md's target is under 10 ms per pass; cpu-ms/op is its CPU, the
 // figure a loaded machine changes least.
-func BenchmarkReconcilePass1000(b *testing.B) {
+func BenchmarkReconcilePass1000(b *testing.B) { benchPass(b, false) }
+
+// BenchmarkReconcilePass1000Held is the same pass while one other server
+// is held (stopped by stop or down NAME).
+func BenchmarkReconcilePass1000Held(b *testing.B) { benchPass(b, true) }
+
+func benchPass(b *testing.B, held bool) {
 	r, _, names := benchFleet(b, benchServers)
+	if held {
+		r.held["srv-held"] = true
+	}
 	self := os.Getpid()
 	for _, n := range names {
 		h, err := observe.Pin(self)
@@ -426,7 +435,7 @@ func (m *cpuMeter) report(b *testing.B) {
 }
 
 // benchStateDir opens a fresh state folder in b's temporary folder.
-func benchStateDir(b *testing.B) *actuate.StateDir {
+func benchStateDir(b testing.TB) *actuate.StateDir {
 	b.Helper()
 	sd, err := actuate.OpenStateDir(filepath.Join(b.TempDir(), ".procfleet"))
 	if err != nil {

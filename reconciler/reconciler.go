@@ -172,6 +172,7 @@ type Reconciler struct {
 	passes   uint64         // reconcile passes done; server.lastPass is the last one's number
 	holdsMu  sync.Mutex     // one writer of held.json at a time
 	recScan  recordScan     // lists the records at each resync (its own lock)
+	heldView heldView       // desired with the holds applied (desiredLocked)
 	fw       *FleetWatcher  // set by Run
 	starts   sync.WaitGroup // readiness waits, probers and exit-status looks in flight
 

@@ -88,10 +88,7 @@ func (r *Reconciler) reconcile(ctx context.Context, name string) (Result, error)
 	s := r.serverLocked(name)
 	posts := s.inbox
 	s.inbox = nil
-	desired := r.desired
-	if len(r.held) > 0 {
-		desired = withHeld(desired, r.held)
-	}
+	desired := r.desiredLocked()
 	req := r.requests[name]
 	if req.seq <= s.taken {
 		req = startAsk{}
