@@ -64,7 +64,8 @@ type serverCgroup struct {
 
 // makeServerCgroup makes a fresh cgroup for a spawn of server name:
 // <procfleet's cgroup>/procfleet-<folder id>/<name>. nil and why when the
-// session mode is to be used; an error when the cgroup exists and still
+// session mode is to be used (cgroups unavailable, or a folder cgroup this
+// user may not write); an error when the cgroup exists and still
 // holds processes (an earlier instance's: nothing is started beside them).
 // An empty one left from before is replaced, so its counters (oom_kill)
 // start at zero.
@@ -98,12 +99,18 @@ func (d *StateDir) makeServerCgroup(name string) (sc *serverCgroup, why string, 
 				return nil, "", fmt.Errorf("cgroup %s still holds pids %v of an earlier instance of server %s; nothing was started beside them (stop them by hand: echo 1 > %s/cgroup.kill)", leaf, pids, name, ldir)
 			}
 			if err := os.Remove(ldir); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				if errors.Is(err, fs.ErrPermission) {
+					return nil, notOurs(parent, err), nil
+				}
 				return nil, "", fmt.Errorf("replace the empty cgroup %s: %w", leaf, err)
 			}
 		}
 		err := os.Mkdir(ldir, 0o755)
 		if errors.Is(err, fs.ErrNotExist) && attempt < 3 {
 			continue
+		}
+		if errors.Is(err, fs.ErrPermission) {
+			return nil, notOurs(parent, err), nil
 		}
 		if err != nil {
 			return nil, "", fmt.Errorf("make cgroup %s: %w", leaf, err)
@@ -116,6 +123,14 @@ func (d *StateDir) makeServerCgroup(name string) (sc *serverCgroup, why string, 
 		return nil, "", fmt.Errorf("open cgroup %s: %w", leaf, err)
 	}
 	return &serverCgroup{path: leaf, dir: ldir, fd: f}, "", nil
+}
+
+// notOurs is why a spawn uses the session mode when the folder cgroup
+// exists but this user may not make cgroups in it: left by another user's
+// procfleet for a folder whose device and inode this one now has (inodes are
+// reused once a folder is deleted). Nothing of the other user's is touched.
+func notOurs(parent string, err error) string {
+	return fmt.Sprintf("cannot make cgroups in %s: %v (it belongs to another user: a folder with this device and inode was used before)", parent, err)
 }
 
 // cgroupDir is the folder of a record's cgroup.
