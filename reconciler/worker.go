@@ -297,7 +297,7 @@ func (r *Reconciler) observe(ctx context.Context, s *server, d Desired) (observa
 		ob.obs = Observed{Ownership: OwnOwned, Tracked: true, SpecHash: rec.SpecHash, DependsOn: t.spec.DependsOn}
 	}
 	if !starting && ob.rec == nil {
-		if err := r.observeRecord(s, d, &ob); err != nil {
+		if err := r.observeRecord(ctx, s, d, &ob); err != nil {
 			return ob, err
 		}
 	}
@@ -333,7 +333,7 @@ func (r *Reconciler) observe(ctx context.Context, s *server, d Desired) (observa
 // observeRecord reads and verifies the server's record, and keeps what the
 // server's memory adds: a quarantine found at a stop, an UntrustedRecord
 // quarantine until nothing it protects is left.
-func (r *Reconciler) observeRecord(s *server, d Desired, ob *observation) error {
+func (r *Reconciler) observeRecord(ctx context.Context, s *server, d Desired, ob *observation) error {
 	rec, err := r.records.ReadRecord(s.name)
 	if err != nil && !isNotExist(err) && !isRecordVerdict(err) {
 		return fmt.Errorf("observe server %s: %w", s.name, err)
@@ -346,6 +346,13 @@ func (r *Reconciler) observeRecord(s *server, d Desired, ob *observation) error 
 		// It was moved aside: from now on the server has no record.
 		err = fs.ErrNotExist
 	}
+	var resolved *actuate.Verification
+	if err == nil && rec.Intent() && !r.stopsUnverified(s) {
+		// Rule 8 (actuate.Stop resolves it for a down).
+		if rec, resolved, err = r.resolveIntent(ctx, s, d, rec); err != nil && !isNotExist(err) {
+			return err
+		}
+	}
 	if err == nil && r.stopsUnverified(s) {
 		// A down stops it: actuate.Stop verifies the record (rules 1-6)
 		// right before any signal, and a stale or reused one is removed
@@ -356,7 +363,10 @@ func (r *Reconciler) observeRecord(s *server, d Desired, ob *observation) error 
 		return nil
 	}
 	var v actuate.Verification
-	if err == nil {
+	switch {
+	case resolved != nil:
+		v = *resolved
+	case err == nil:
 		v = r.verify(rec)
 	}
 	ob.obs = ObservedFromRecord(rec, err, v)
