@@ -259,8 +259,9 @@ func TestRecordsThatProveNothing(t *testing.T) {
 			t.Errorf("%s: no RecordRemoved event", n)
 		}
 	}
-	// The record was moved aside when first read, kept for a person to see.
-	if moved, _ := filepath.Glob(f.state.RecordPath("corrupt") + ".corrupt-*"); len(moved) != 1 {
-		t.Errorf("the corrupt record was not moved aside: %v", moved)
+	// The record was moved aside when first read, kept for a person to
+	// see; renamed .resolved-<time> when the quarantine was lifted.
+	if moved, _ := filepath.Glob(f.state.RecordPath("corrupt") + ".resolved-*"); len(moved) != 1 {
+		t.Errorf("the corrupt record was not moved aside and resolved: %v", moved)
 	}
 }

@@ -71,9 +71,9 @@ func TestApplyAfterUntrustedRecordConverges(t *testing.T) {
 	if !allReady("a")(st) {
 		t.Errorf("a not Ready:\n%s", dumpStatus(st))
 	}
-	moved, _ := filepath.Glob(f.state.RecordPath("a") + ".corrupt-*")
+	moved, _ := filepath.Glob(f.state.RecordPath("a") + ".resolved-*")
 	if len(moved) != 1 {
-		t.Errorf("moved-aside records: %v, want one", moved)
+		t.Errorf("moved-aside records, resolved: %v, want one", moved)
 	}
 }
 

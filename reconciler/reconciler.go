@@ -212,6 +212,10 @@ type server struct {
 	// startedFor is the declaration started/<name>.json was last written
 	// for (noteStarted).
 	startedFor *spec.Server
+	// untrustedDisk is its UntrustedRecord quarantine kept on disk, once
+	// untrustedListed (untrusted_disk.go).
+	untrustedDisk   *actuate.UntrustedQuarantine
+	untrustedListed bool
 }
 
 type tracked struct {
@@ -288,6 +292,8 @@ func (a actuatorEvents) Event(server, reason, message string) {
 		typ, detail = EventWarning, false
 	case actuate.EventStartFailed:
 		typ = EventWarning
+	case actuate.EventQuarantineLifted:
+		return // the lift transition says it (untrusted_disk.go)
 	}
 	a.r.event(Event{Server: server, Type: typ, Reason: reason, Message: message, Detail: detail})
 }

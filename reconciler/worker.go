@@ -340,6 +340,7 @@ func (r *Reconciler) observeRecord(ctx context.Context, s *server, d Desired, ob
 	}
 	var ue *actuate.UntrustedRecordError
 	if errors.As(err, &ue) {
+		s.untrustedMovedAside()
 		if rerr := r.untrustedFound(s, ue); rerr != nil {
 			return rerr
 		}
@@ -379,14 +380,7 @@ func (r *Reconciler) observeRecord(ctx context.Context, s *server, d Desired, ob
 	r.mu.Unlock()
 	switch {
 	case isNotExist(err):
-		if q != nil && q.Reason == actuate.UntrustedRecord {
-			if why, gone := untrustedGone(untrusted, d); !gone {
-				r.log.V(1).Info("Untrusted record quarantine kept", "server", s.name, "why", why)
-				ob.obs = Observed{Ownership: OwnQuarantined, Reason: string(q.Reason), Message: q.Message}
-			} else {
-				ob.obs.Lifted = "untrusted record quarantine lifted, nothing signalled: " + why
-			}
-		}
+		r.observeUntrusted(ctx, s, d, ob, q, untrusted)
 	case ob.obs.Ownership == OwnOwned && q != nil && q.Reason == actuate.Unkillable && q.PID == rec.PID:
 		// Found unkillable before: leave it alone.
 		ob.obs = Observed{Ownership: OwnQuarantined, Reason: string(q.Reason), Message: quarantineText(q)}
@@ -489,11 +483,13 @@ func (r *Reconciler) untrustedFound(s *server, ue *actuate.UntrustedRecordError)
 	}
 	if t := s.tracked; t != nil && !t.handle.Exited() {
 		_ = r.writeTrackedRecord(s, t, msg)
+		r.resolveOwnUntrusted(s, ue, "its process is held by procfleet since it started or adopted it; its record was written again")
 		return nil
 	}
 	if s.startCancel != nil {
 		// Being started by this reconciler: ours, pinned since its spawn.
 		s.recordLost = msg
+		r.resolveOwnUntrusted(s, ue, "its process is being started by procfleet, pinned since its spawn; its record is written again")
 		return nil
 	}
 	q := &actuate.QuarantineError{Name: s.name, Reason: actuate.UntrustedRecord, Message: UntrustedAdvice(ue)}
