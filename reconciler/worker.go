@@ -237,6 +237,7 @@ func (r *Reconciler) handlePost(ctx context.Context, s *server, d Desired, p pos
 			return st.readiness(s.name, readinessInput{ok: p.ok, reason: p.reason, msg: p.message, since: p.since, now: r.clock.Now()})
 		})
 		if p.ok {
+			r.refreshCmdline(s, s.tracked)
 			r.enqueueDependents(s.name)
 		}
 		return err
@@ -254,6 +255,7 @@ func (r *Reconciler) started(ctx context.Context, s *server, d Desired, p post) 
 	running := p.running
 	t := &tracked{rec: running.Record, handle: running.Handle, running: running, spec: d.Server.Spec, logOffset: p.logOffset}
 	s.tracked = t
+	r.refreshCmdline(s, t)
 	since := p.since
 	if since.IsZero() {
 		since = r.clock.Now()

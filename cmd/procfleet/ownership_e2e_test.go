@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -159,6 +160,26 @@ func TestChangedProcessesAreStopped(t *testing.T) {
 	st = f.waitStatus("both ready after apply", readyWith("exec", "retitled"))
 	ex = f.pinChanged("exec", pidIn(st, "exec"))
 	re = f.pinChanged("retitled", pidIn(st, "retitled"))
+	// exec's record was rewritten at Ready with what it runs now (it
+	// exec'd before it listened). retitled is not checked: like nginx,
+	// it retitles after it listens, so Ready may come first.
+	for name, want := range map[string][2]string{"exec": {f.server, "/bin/sh"}} {
+		var rec struct {
+			Cmdline      []string `json:"cmdline"`
+			SpawnCmdline []string `json:"spawnCmdline"`
+		}
+		b, err := os.ReadFile(filepath.Join(f.state, "servers", name+".json"))
+		if err == nil {
+			err = json.Unmarshal(b, &rec)
+		}
+		if err != nil || len(rec.Cmdline) == 0 || len(rec.SpawnCmdline) == 0 ||
+			!strings.HasPrefix(rec.Cmdline[0], want[0]) || rec.SpawnCmdline[0] != want[1] {
+			t.Errorf("%s's record: cmdline %q, spawnCmdline %q (%v); want %q... spawned as %q...", name, rec.Cmdline, rec.SpawnCmdline, err, want[0], want[1])
+		}
+		if ev, _ := os.ReadFile(filepath.Join(f.state, "logs", name+".events.jsonl")); !strings.Contains(string(ev), "CommandLineChanged") {
+			t.Errorf("%s: no CommandLineChanged event:\n%s", name, ev)
+		}
+	}
 	if code, out := f.cmd("down", "-f", f.file); code != 0 {
 		t.Fatalf("down without up: exit %d\n%s", code, out)
 	}
