@@ -739,6 +739,7 @@ func (r *Reconciler) Run(ctx context.Context) error {
 			r.log.Error(err, "Fleet file watcher stopped")
 		}
 	})
+	var lost error // the state folder deleted or replaced (stateDirLost)
 	if r.cfg.ResyncPeriod > 0 {
 		bg.Go(func() {
 			t := r.clock.NewTicker(r.cfg.ResyncPeriod)
@@ -748,6 +749,10 @@ func (r *Reconciler) Run(ctx context.Context) error {
 				case <-ctx.Done():
 					return
 				case <-t.C():
+					if lost = r.stateDirLost(); lost != nil {
+						cancel()
+						return
+					}
 					r.log.V(1).Info("Resync")
 					fw.Resync()
 					r.rotateLogs()
@@ -766,7 +771,7 @@ func (r *Reconciler) Run(ctx context.Context) error {
 	r.teardown(workers)
 	cancel()
 	bg.Wait()
-	return nil
+	return lost
 }
 
 // ConvergeOptions tune Converge.
