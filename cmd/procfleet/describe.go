@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -287,7 +288,11 @@ func (d *describer) record(ob *reconciler.RecordView, decl *spec.Instance) {
 		d.field(2, "Pidfd inode", strconv.FormatUint(r.PidfdInode, 10))
 	}
 	d.field(2, "Cmdline", quoteArgs(untitled(r.Cmdline)))
+	if len(r.SpawnCmdline) > 0 && !slices.Equal(r.SpawnCmdline, r.Cmdline) {
+		d.field(2, "Spawned as", quoteArgs(untitled(r.SpawnCmdline)))
+	}
 	d.field(2, "UID", strconv.Itoa(r.UID))
+	d.field(2, "Membership", membershipText(r))
 	d.field(2, "Started at", r.StartedAt.Format(time.RFC3339))
 	hash := r.SpecHash
 	if decl != nil {
