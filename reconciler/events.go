@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+
+	"github.com/procfleet/procfleet/internal/safefile"
 )
 
 // Event types.
@@ -129,10 +131,12 @@ func (f *eventFiles) append(e Event) error {
 	l.Lock()
 	defer l.Unlock()
 	path := f.path(e.Server)
-	if fi, err := os.Stat(path); err == nil && fi.Size() > maxEventsFile {
+	if fi, err := os.Lstat(path); err == nil && fi.Mode().IsRegular() && fi.Size() > maxEventsFile {
 		_ = os.Rename(path, path+".1")
 	}
-	fh, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+	// Never through a symlink, never blocked on a FIFO: what is not a
+	// regular file is moved aside (.corrupt-<time>) for a fresh one.
+	fh, _, err := safefile.OpenAppend(path, 0o600)
 	if err != nil {
 		return err
 	}
