@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -51,8 +52,16 @@ func TestNginxDaemonized(t *testing.T) {
 	} else if daemon != 0 && !strings.Contains(last.Message, strconv.Itoa(daemon)) {
 		t.Errorf("the Daemonized message does not name the daemon's pid %d: %q", daemon, last.Message)
 	}
+	if daemon == 0 && reported {
+		// On a quiet machine procfleet can stop the daemon (and nginx remove
+		// its pid file) before the first look: the message names it then.
+		if m := daemonPid.FindStringSubmatch(last.Message); m != nil {
+			daemon, _ = strconv.Atoi(m[1])
+			t.Logf("nginx's pid file was gone before the first look; the Daemonized message names pid %d", daemon)
+		}
+	}
 	if daemon == 0 {
-		t.Errorf("nginx's daemon never wrote %s", relTo(pidFile, f.root))
+		t.Errorf("nginx's daemon never wrote %s, and no message named its pid", relTo(pidFile, f.root))
 	}
 
 	// Once reported, the daemon is stopped (it is the server's).
@@ -70,6 +79,10 @@ func TestNginxDaemonized(t *testing.T) {
 	}
 	checkNothingLeft(f, []string{"22080"}, "after down")
 }
+
+// daemonPid finds the daemon's pid in a Daemonized message ("... left pid
+// N (...) running in the background ...").
+var daemonPid = regexp.MustCompile(`left pid (\d+) `)
 
 // exampleServers are the servers of examples/real-servers and their
 // ports there.
