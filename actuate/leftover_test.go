@@ -152,7 +152,7 @@ func readFile(t *testing.T, p string) string {
 // holdPort, shares its listener), kills the leader with SIGKILL as a
 // crash would, and runs Cleanup with the leader's held pin; it fails
 // unless nothing of the server is left.
-func cleanupRound(t testing.TB, a *Actuator, holdPort bool) {
+func cleanupRound(t testing.TB, a *Actuator, holdPort bool, env ...string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -164,6 +164,7 @@ func cleanupRound(t testing.TB, a *Actuator, holdPort bool) {
 		args = append(args, "-grandchild-holds-port")
 	}
 	req := serverReq("api", port, args...)
+	req.Env = append(req.Env, env...)
 	req.Ready = func(context.Context) observe.ProbeResult {
 		b, err := os.ReadFile(gcFile)
 		return observe.ProbeResult{OK: err == nil && strings.HasSuffix(string(b), "\n") && observe.PortAccepting(ctx, port)}
@@ -219,8 +220,8 @@ func cleanupRound(t testing.TB, a *Actuator, holdPort bool) {
 
 // After the leader's kill -9 its child (one in its group, one that also
 // holds its port) is stopped by Cleanup: nothing is left, the port is
-// free. BenchmarkCleanupAfterKill repeats it (-benchtime 100x: 100 in a
-// row).
+// free. BenchmarkCleanupAfterKill repeats it (-benchtime 200x: 200 in a
+// row) and then counts the processes left by an environment marker.
 func TestCleanupAfterLeaderKilled(t *testing.T) {
 	forModes(t, func(t *testing.T, mode MembershipMode) {
 		for _, holdPort := range []bool{false, true} {
@@ -231,6 +232,9 @@ func TestCleanupAfterLeaderKilled(t *testing.T) {
 		}
 	})
 }
+
+// churnEnv marks every process of BenchmarkCleanupAfterKill's rounds.
+const churnEnv = "PROCFLEET_TEST_CHURN"
 
 func BenchmarkCleanupAfterKill(b *testing.B) {
 	for _, mode := range []string{"cgroup", "session"} {
@@ -246,8 +250,22 @@ func BenchmarkCleanupAfterKill(b *testing.B) {
 				b.Skip(d.Membership().Why)
 			}
 			a := &Actuator{Dir: d}
+			// Every round's processes carry one marker that procfleet does not
+			// set; after the rounds none may be alive (the churn of issue 20:
+			// -benchtime 200x).
+			marker := "churn-" + strconv.Itoa(os.Getpid()) + "-" + mode
 			for i := 0; b.Loop(); i++ {
-				cleanupRound(b, a, i%2 == 1)
+				cleanupRound(b, a, i%2 == 1, churnEnv+"="+marker)
+			}
+			b.StopTimer()
+			es, err := observe.ScanProcesses(observe.ScanOptions{EnvKey: churnEnv})
+			if err != nil {
+				b.Fatal(err)
+			}
+			for _, e := range es {
+				if e.EnvFound && e.Env == marker {
+					b.Errorf("pid %d still carries %s=%s after %d rounds", e.PID, churnEnv, marker, b.N)
+				}
 			}
 		})
 	}
