@@ -1,8 +1,9 @@
 // Command bench measures procfleet against the DESIGN.md targets and, side by
 // side, against supervisord and PM2 on the same machine in the same run.
 //
-// The full run, for a quiet machine (an estimated 15-25 minutes, not yet
-// timed; supervisord and PM2 are installed when missing):
+// The full run, for a quiet machine (20-25 minutes: the three runs of
+// 2026-12-02 that cover it took 11.5, 3 and 8 minutes; supervisord and PM2
+// are installed when missing):
 //
 //	go run ./bench -json bench/results.json -md /tmp/bench.md
 //
