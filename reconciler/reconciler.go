@@ -754,7 +754,6 @@ func (r *Reconciler) Run(ctx context.Context) error {
 						return
 					}
 					r.log.V(1).Info("Resync")
-					fw.Resync()
 					r.rotateLogs()
 					r.removeStaleLogs()
 					r.enqueueAll()
