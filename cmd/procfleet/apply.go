@@ -27,7 +27,7 @@ func newApplyCmd(opts *globalOptions) *cobra.Command {
 	var timeout time.Duration
 	var output string
 	cmd := &cobra.Command{
-		Use:   "apply [-f PATH]... [--wait] [--timeout D] [-o text|json]",
+		Use:   "apply [-f PATH]... [--wait] [--timeout D] [-o text|json|github]",
 		Short: "Converge once and exit; the servers stay running",
 		Long: `Apply reads the fleet files once and acts until every server is in its
 declared state: it adopts what its records prove it owns, starts what is
@@ -47,13 +47,20 @@ with each such server's reason. With --wait it gives up on a failed server
 at once and exits as soon as the others have settled.
 
 -o json prints the final status document on stdout (status -o json's, with
-notConverged: each server not as declared, and why), whatever the exit.`,
+notConverged: each server not as declared, and why), whatever the exit.
+-o github is text plus, on stdout, a GitHub Actions ::error annotation for
+each server not as declared (at its document's file and line, with the
+reason) and, when $GITHUB_STEP_SUMMARY is set, a Markdown summary appended
+to that file: a table of the servers and each failed one's log tail.`,
 		Example: `  # CI: start the fleet and wait until every server is Ready
-  procfleet apply --wait --timeout 2m`,
+  procfleet apply --wait --timeout 2m
+
+  # GitHub Actions: annotations and a job summary
+  procfleet apply --wait --timeout 2m -o github`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if output != applyText && output != outputJSON {
-				return &exitError{code: exitFailure, err: fmt.Errorf("invalid -o %q: want text or json", output)}
+			if output != applyText && output != outputJSON && output != applyGitHub {
+				return &exitError{code: exitFailure, err: fmt.Errorf("invalid -o %q: want text, json or github", output)}
 			}
 			return runApply(cmd.Context(), opts, cmd.OutOrStdout(), cmd.ErrOrStderr(), wait, timeout, output)
 		},
@@ -61,7 +68,7 @@ notConverged: each server not as declared, and why), whatever the exit.`,
 	opts.addFileFlags(cmd)
 	cmd.Flags().BoolVar(&wait, "wait", false, "exit 0 only when every server is Ready")
 	cmd.Flags().DurationVar(&timeout, "timeout", defaultApplyTimeout, "give up after `D` (like 90s or 2m)")
-	cmd.Flags().StringVarP(&output, "output", "o", applyText, "output `FORMAT`: text or json (the final status document)")
+	cmd.Flags().StringVarP(&output, "output", "o", applyText, "output `FORMAT`: text, json (the final status document) or github (annotations, step summary)")
 	return cmd
 }
 
@@ -73,7 +80,7 @@ func runApply(ctx context.Context, opts *globalOptions, stdout, stderr io.Writer
 	if isLocked(err) {
 		if c := upClient(ctx, sd); c != nil {
 			defer c.Close()
-			return applyThroughUp(ctx, c, stdout, wait, timeout, output)
+			return applyThroughUp(ctx, c, stdout, wait, timeout, output, opts.FleetPaths())
 		}
 	}
 	if err != nil {
@@ -91,9 +98,14 @@ func runApply(ctx context.Context, opts *globalOptions, stdout, stderr io.Writer
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	st, err := r.Converge(ctx, reconciler.ConvergeOptions{Wait: wait})
-	if output == outputJSON {
+	switch output {
+	case outputJSON:
 		if jerr := writeApplyJSON(stdout, reconciler.NewApplyResult(st, err)); jerr != nil {
 			return jerr
+		}
+	case applyGitHub:
+		if gerr := writeApplyGitHub(stdout, reconciler.NewApplyResult(st, err), opts.FleetPaths()); gerr != nil {
+			return gerr
 		}
 	}
 	var nc *reconciler.NotConvergedError
@@ -106,7 +118,7 @@ func runApply(ctx context.Context, opts *globalOptions, stdout, stderr io.Writer
 	case err != nil:
 		return fleetError("apply", err)
 	}
-	if output == applyText {
+	if output != outputJSON {
 		fmt.Fprintf(stdout, "applied: %d server(s), %d ready\n", len(st.Servers), countReady(st))
 	}
 	return nil
@@ -123,13 +135,18 @@ func writeApplyJSON(w io.Writer, res reconciler.ApplyResult) error {
 }
 
 // applyThroughUp asks the running up to re-read its files and converge.
-func applyThroughUp(ctx context.Context, c *api.Client, stdout io.Writer, wait bool, timeout time.Duration, output string) error {
+func applyThroughUp(ctx context.Context, c *api.Client, stdout io.Writer, wait bool, timeout time.Duration, output string, paths []string) error {
 	var res reconciler.ApplyResult
 	err := c.Reload(ctx, wait, timeout, &res)
 	st := res.Status
 	if output == outputJSON && len(st.Servers) > 0 {
 		if jerr := writeApplyJSON(stdout, res); jerr != nil {
 			return jerr
+		}
+	}
+	if output == applyGitHub && len(st.Servers) > 0 {
+		if gerr := writeApplyGitHub(stdout, res, paths); gerr != nil {
+			return gerr
 		}
 	}
 	if err != nil {
@@ -145,7 +162,7 @@ func applyThroughUp(ctx context.Context, c *api.Client, stdout io.Writer, wait b
 		}
 		return fmt.Errorf("apply (through procfleet up): %w", err)
 	}
-	if output == applyText {
+	if output != outputJSON {
 		fmt.Fprintf(stdout, "applied through procfleet up: %d server(s), %d ready\n", len(st.Servers), countReady(st))
 	}
 	return nil

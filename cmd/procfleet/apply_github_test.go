@@ -1,0 +1,108 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/procfleet/procfleet/reconciler"
+	"github.com/procfleet/procfleet/spec"
+)
+
+// applyResultFixture is an apply that gave up on two servers of three: api
+// crashed twice before it was Ready (its log tail has a pipe, backticks and
+// a percent sign, which the outputs must escape), web-1 waits for it, db is
+// Ready.
+func applyResultFixture() reconciler.ApplyResult {
+	start := time.Date(2026, 12, 2, 2, 0, 0, 0, time.UTC)
+	readyAt := start.Add(1234567 * time.Microsecond)
+	idx := 1
+	return reconciler.ApplyResult{
+		Status: reconciler.Status{Servers: []reconciler.ServerStatus{
+			{Name: "api", Phase: reconciler.PhaseFailed, Restarts: 1, Reason: "exited with code 3 before it was ready; exited twice before it was Ready",
+				Message:  "listening on :8080\nconfig | ```yaml``` 100% broken\npanic: pool 100% used",
+				LastExit: &reconciler.LastExit{Code: 3, Reason: "exited with code 3 before it was ready", At: start.Add(2 * time.Second)}},
+			{Name: "db", Phase: reconciler.PhaseRunning, Ready: true, PID: 4242, Port: 5432, StartedAt: &start,
+				Conditions: []reconciler.Condition{{Type: reconciler.ConditionReady, Status: reconciler.ConditionTrue, LastTransitionTime: readyAt}}},
+			{Name: "web-1", Phase: reconciler.PhasePending, Reason: "WaitingForDependency", Message: "waits for api", ReplicaOf: "web", Index: &idx},
+		}},
+		NotConverged: map[string]string{"api": "", "web-1": "its dependency api failed"},
+	}
+}
+
+func TestApplyGitHubGolden(t *testing.T) {
+	res := applyResultFixture()
+	sources := map[string]spec.Source{
+		"api": {File: "deploy/fleet,main.yaml", Line: 7},
+		"web": {File: "deploy/web.yaml", Line: 1},
+	}
+	golden(t, "apply-failed.github", applyAnnotations(res, sources))
+	golden(t, "apply-failed.summary.md", applyStepSummary(res))
+
+	ok := applyResultFixture()
+	ok.Servers, ok.NotConverged = ok.Servers[1:2], nil
+	if got := applyAnnotations(ok, sources); got != "" {
+		t.Errorf("annotations of a converged fleet: %q, want none", got)
+	}
+	golden(t, "apply-ok.summary.md", applyStepSummary(ok))
+
+	bad := reconciler.ApplyResult{Status: reconciler.Status{Errors: []reconciler.StatusError{{File: "procfleet.yaml", Line: 4, Field: "spec.port", Message: "must be 1..65535, got 0"}}}}
+	golden(t, "apply-bad.github", applyAnnotations(bad, nil))
+	golden(t, "apply-bad.summary.md", applyStepSummary(bad))
+}
+
+// TestApplyGitHubEndToEnd: a server that exits at once fails apply --wait
+// -o github (the real binary, a real server): exit 1, an annotation at the
+// fleet file and line of its document, and a step summary with the table
+// and its log tail.
+func TestApplyGitHubEndToEnd(t *testing.T) {
+	f := newE2EFleet(t, "db", "crash")
+	f.write(nil, map[string][]string{"crash": {"-listen-delay", "1m", "-print", "boom: no config", "-exit-after", "1ms", "-exit-code", "3"}})
+	summary := filepath.Join(t.TempDir(), "summary.md")
+	if err := os.WriteFile(summary, []byte("earlier step\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv(envStepSummary, summary)
+	code, out := f.cmd("apply", "--wait", "--timeout", "2m", "-o", "github", "-f", f.file)
+	t.Logf("apply --wait -o github: exit %d\n%s", code, out)
+	if code != 1 {
+		t.Errorf("apply: exit %d, want 1", code)
+	}
+	// The document's first line: two above its metadata.
+	yaml, err := os.ReadFile(f.file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	line := -1
+	for i, l := range strings.Split(string(yaml), "\n") {
+		if l == "metadata: {name: crash}" {
+			line = i + 1 - 2
+		}
+	}
+	want := "::error file=" + escapeGitHubProperty(f.file) + ",line=" + itoa(line) + ",title=procfleet%3A crash::"
+	var annotation string
+	for _, l := range strings.Split(out, "\n") {
+		if strings.HasPrefix(l, "::error") {
+			if annotation != "" {
+				t.Errorf("more than one annotation:\n%s\n%s", annotation, l)
+			}
+			annotation = l
+		}
+	}
+	if !strings.HasPrefix(annotation, want) || !strings.Contains(annotation, "exited with code 3") || !strings.Contains(annotation, "boom: no config") {
+		t.Errorf("annotation %q\nwant it to start with %q and name the exit code and the last log line", annotation, want)
+	}
+	b, err := os.ReadFile(summary)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := string(b)
+	t.Logf("step summary:\n%s", s)
+	for _, w := range []string{"earlier step\n### procfleet apply: 1 of 2 server(s) not as declared", "| crash | Failed | no |", "| db | Running | yes |", "#### crash", "```text\n", "boom: no config\n```"} {
+		if !strings.Contains(s, w) {
+			t.Errorf("step summary lacks %q", w)
+		}
+	}
+}
