@@ -3,6 +3,7 @@ package main
 import (
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -58,8 +59,34 @@ func TestApplyGitHubGolden(t *testing.T) {
 // fleet file and line of its document, and a step summary with the table
 // and its log tail.
 func TestApplyGitHubEndToEnd(t *testing.T) {
+	f := newCrashFleet(t)
+	checkApplyGitHub(t, f, "applied: ", "Failed")
+}
+
+// TestApplyGitHubThroughUp: the same through a running up, which keeps
+// restarting the crashing server with a back-off (apply has given up on
+// it; its phase is CrashLoopBackOff, or Starting when the back-off ended
+// first on a slow machine); apply locates it in the files it was given.
+func TestApplyGitHubThroughUp(t *testing.T) {
+	f := newCrashFleet(t)
+	f.up()
+	f.waitStatus("db ready", readyWith("db"))
+	checkApplyGitHub(t, f, "applied through procfleet up", "(CrashLoopBackOff|Starting)")
+}
+
+// newCrashFleet is db, which comes up, and crash, which prints a line and
+// exits with code 3 before it listens.
+func newCrashFleet(t *testing.T) *e2eFleet {
 	f := newE2EFleet(t, "db", "crash")
 	f.write(nil, map[string][]string{"crash": {"-listen-delay", "1m", "-print", "boom: no config", "-exit-after", "1ms", "-exit-code", "3"}})
+	return f
+}
+
+// checkApplyGitHub runs apply --wait -o github on f (crash fails, db is
+// Ready) and checks its exit, annotation and step summary; success is what
+// it must not print, phase a pattern of crash's phase in the summary.
+func checkApplyGitHub(t *testing.T, f *e2eFleet, success, phase string) {
+	t.Helper()
 	summary := filepath.Join(t.TempDir(), "summary.md")
 	if err := os.WriteFile(summary, []byte("earlier step\n"), 0o644); err != nil {
 		t.Fatal(err)
@@ -67,8 +94,8 @@ func TestApplyGitHubEndToEnd(t *testing.T) {
 	t.Setenv(envStepSummary, summary)
 	code, out := f.cmd("apply", "--wait", "--timeout", "2m", "-o", "github", "-f", f.file)
 	t.Logf("apply --wait -o github: exit %d\n%s", code, out)
-	if code != 1 {
-		t.Errorf("apply: exit %d, want 1", code)
+	if code != 1 || strings.Contains(out, success) {
+		t.Errorf("apply: exit %d, want 1 and no %q", code, success)
 	}
 	// The document's first line: two above its metadata.
 	yaml, err := os.ReadFile(f.file)
@@ -100,7 +127,10 @@ func TestApplyGitHubEndToEnd(t *testing.T) {
 	}
 	s := string(b)
 	t.Logf("step summary:\n%s", s)
-	for _, w := range []string{"earlier step\n### procfleet apply: 1 of 2 server(s) not as declared", "| crash | Failed | no |", "| db | Running | yes |", "#### crash", "```text\n", "boom: no config\n```"} {
+	if row := regexp.MustCompile(`(?m)^\| crash \| ` + phase + ` \| no \| +\| [1-9][0-9]* \|$`); !row.MatchString(s) {
+		t.Errorf("step summary lacks a row %s", row)
+	}
+	for _, w := range []string{"earlier step\n### procfleet apply: 1 of 2 server(s) not as declared", "| db | Running | yes |", "#### crash", "```text\n", "boom: no config\n```"} {
 		if !strings.Contains(s, w) {
 			t.Errorf("step summary lacks %q", w)
 		}
