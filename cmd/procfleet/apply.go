@@ -151,6 +151,9 @@ func applyThroughUp(ctx context.Context, c *api.Client, stdout io.Writer, wait b
 	}
 	if err != nil {
 		var ae *api.Error
+		if errors.As(err, &ae) && len(res.NotConverged) > 0 {
+			return &upNotConvergedError{res: res, timeout: timeout, err: err}
+		}
 		if errors.As(err, &ae) && len(st.Servers) > 0 {
 			var b strings.Builder
 			for _, s := range st.Servers {
@@ -167,6 +170,39 @@ func applyThroughUp(ctx context.Context, c *api.Client, stdout io.Writer, wait b
 	}
 	return nil
 }
+
+// upNotConvergedError is an apply through up that ended with servers not
+// as declared, said as apply says it by itself: each server with what the
+// wait found and its phase, then where to look. It unwraps to up's answer.
+type upNotConvergedError struct {
+	res     reconciler.ApplyResult
+	timeout time.Duration
+	err     error
+}
+
+func (e *upNotConvergedError) Error() string {
+	var b strings.Builder
+	b.WriteString("apply (through procfleet up): ")
+	// up answers a wait that ran out with ctx's error (reconciler's
+	// apiError), the only place that says so.
+	if strings.HasPrefix(e.err.Error(), context.DeadlineExceeded.Error()) {
+		fmt.Fprintf(&b, "timed out after %s: ", e.timeout)
+	}
+	names := notConvergedNames(e.res)
+	fmt.Fprintf(&b, "%d server(s) not converged", len(names))
+	for _, n := range names {
+		s, _ := e.res.Get(n)
+		b.WriteString("\n  " + n + ": ")
+		if why := e.res.NotConverged[n]; why != "" {
+			b.WriteString(why + ": ")
+		}
+		b.WriteString(reconciler.PhaseSummary(s))
+	}
+	b.WriteString(notConvergedHint(&reconciler.NotConvergedError{Servers: e.res.NotConverged}))
+	return b.String()
+}
+
+func (e *upNotConvergedError) Unwrap() error { return e.err }
 
 // countReady is how many of st's servers are ready.
 func countReady(st reconciler.Status) int {

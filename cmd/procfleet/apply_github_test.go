@@ -94,8 +94,9 @@ func checkApplyGitHub(t *testing.T, f *e2eFleet, success, phase string) {
 	t.Setenv(envStepSummary, summary)
 	code, out := f.cmd("apply", "--wait", "--timeout", "2m", "-o", "github", "-f", f.file)
 	t.Logf("apply --wait -o github: exit %d\n%s", code, out)
-	if code != 1 || strings.Contains(out, success) {
-		t.Errorf("apply: exit %d, want 1 and no %q", code, success)
+	if code != 1 || strings.Contains(out, success) || !strings.Contains(out, "1 server(s) not converged\n  crash: ") ||
+		!strings.Contains(out, "procfleet describe crash") || strings.Contains(out, "operation failed") {
+		t.Errorf("apply: exit %d, want 1 and no %q, saying crash did not converge and how to see why", code, success)
 	}
 	// The document's first line: two above its metadata.
 	yaml, err := os.ReadFile(f.file)
@@ -134,5 +135,20 @@ func checkApplyGitHub(t *testing.T, f *e2eFleet, success, phase string) {
 		if !strings.Contains(s, w) {
 			t.Errorf("step summary lacks %q", w)
 		}
+	}
+}
+
+// TestApplyThroughUpTimeout: apply --wait through up that runs out of
+// --timeout says so, once, with the server it waited for.
+func TestApplyThroughUpTimeout(t *testing.T) {
+	f := newE2EFleet(t, "db", "slow")
+	f.write(nil, map[string][]string{"slow": {"-listen-delay", "1m"}})
+	f.up()
+	f.waitStatus("db ready", readyWith("db"))
+	code, out := f.cmd("apply", "--wait", "--timeout", "1s", "-f", f.file)
+	t.Logf("apply --wait --timeout 1s: exit %d\n%s", code, out)
+	if code != 1 || !strings.Contains(out, "apply (through procfleet up): timed out after 1s: 1 server(s) not converged\n  slow: Starting") ||
+		strings.Contains(out, "operation failed") || strings.Count(out, "slow: ") != 1 {
+		t.Errorf("apply: exit %d, want 1 saying it timed out waiting for slow, once", code)
 	}
 }
