@@ -80,7 +80,7 @@ func runApply(ctx context.Context, opts *globalOptions, stdout, stderr io.Writer
 	if isLocked(err) {
 		if c := upClient(ctx, sd); c != nil {
 			defer c.Close()
-			return applyThroughUp(ctx, c, stdout, wait, timeout, output, opts.FleetPaths())
+			return applyThroughUp(ctx, c, stdout, stderr, wait, timeout, output, opts.FleetPaths())
 		}
 	}
 	if err != nil {
@@ -104,7 +104,7 @@ func runApply(ctx context.Context, opts *globalOptions, stdout, stderr io.Writer
 			return jerr
 		}
 	case applyGitHub:
-		if gerr := writeApplyGitHub(stdout, reconciler.NewApplyResult(st, err), opts.FleetPaths()); gerr != nil {
+		if gerr := writeApplyGitHub(stdout, stderr, reconciler.NewApplyResult(st, err), opts.FleetPaths()); gerr != nil {
 			return gerr
 		}
 	}
@@ -135,7 +135,7 @@ func writeApplyJSON(w io.Writer, res reconciler.ApplyResult) error {
 }
 
 // applyThroughUp asks the running up to re-read its files and converge.
-func applyThroughUp(ctx context.Context, c *api.Client, stdout io.Writer, wait bool, timeout time.Duration, output string, paths []string) error {
+func applyThroughUp(ctx context.Context, c *api.Client, stdout, stderr io.Writer, wait bool, timeout time.Duration, output string, paths []string) error {
 	var res reconciler.ApplyResult
 	err := c.Reload(ctx, wait, timeout, &res)
 	st := res.Status
@@ -145,7 +145,7 @@ func applyThroughUp(ctx context.Context, c *api.Client, stdout io.Writer, wait b
 		}
 	}
 	if output == applyGitHub && len(st.Servers) > 0 {
-		if gerr := writeApplyGitHub(stdout, res, paths); gerr != nil {
+		if gerr := writeApplyGitHub(stdout, stderr, res, paths); gerr != nil {
 			return gerr
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"sort"
 	"strings"
 
@@ -19,11 +20,16 @@ const applyGitHub = "github"
 // envStepSummary names the file GitHub Actions shows as the job's summary.
 const envStepSummary = "GITHUB_STEP_SUMMARY"
 
-// writeApplyGitHub writes the annotations of res on w and, when
+// envWorkspace is the checkout, to which GitHub resolves annotation paths.
+const envWorkspace = "GITHUB_WORKSPACE"
+
+// writeApplyGitHub writes the annotations of res on stdout and, when
 // $GITHUB_STEP_SUMMARY is set, appends its summary to that file. The
 // servers' documents are located in the fleet files at paths; a file that
-// no longer loads leaves the annotations without a place.
-func writeApplyGitHub(w io.Writer, res reconciler.ApplyResult, paths []string) error {
+// no longer loads leaves the annotations without a place. A summary that
+// cannot be written is said on stderr and changes nothing else: the fleet
+// is as the exit status says.
+func writeApplyGitHub(stdout, stderr io.Writer, res reconciler.ApplyResult, paths []string) error {
 	var sources map[string]spec.Source
 	if f, err := spec.Load(paths...); err == nil {
 		sources = make(map[string]spec.Source, len(f.Servers))
@@ -31,34 +37,58 @@ func writeApplyGitHub(w io.Writer, res reconciler.ApplyResult, paths []string) e
 			sources[s.Metadata.Name] = s.Source
 		}
 	}
-	if _, err := io.WriteString(w, applyAnnotations(res, sources)); err != nil {
+	if _, err := io.WriteString(stdout, applyAnnotations(res, sources, annotationPath)); err != nil {
 		return fmt.Errorf("apply: write the annotations: %w", err)
 	}
 	path := os.Getenv(envStepSummary)
 	if path == "" {
 		return nil
 	}
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
-	if err != nil {
-		return fmt.Errorf("apply: open the step summary %s: %w", path, err)
-	}
-	_, err = io.WriteString(f, applyStepSummary(res))
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return fmt.Errorf("apply: write the step summary %s: %w", path, err)
+	if err := appendText(path, applyStepSummary(res)); err != nil {
+		fmt.Fprintf(stderr, "apply: cannot write the step summary ($%s): %v\n", envStepSummary, err)
 	}
 	return nil
 }
 
+// appendText appends text to the file at path, creating it.
+func appendText(path, text string) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+	if err != nil {
+		return err
+	}
+	_, err = io.WriteString(f, text)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// annotationPath is file as GitHub places an annotation: relative to the
+// checkout ($GITHUB_WORKSPACE) when it lies inside it (a job may run in a
+// subfolder of it), else as given.
+func annotationPath(file string) string {
+	ws := os.Getenv(envWorkspace)
+	if file == "" || ws == "" {
+		return file
+	}
+	abs, err := filepath.Abs(file)
+	if err != nil {
+		return file
+	}
+	if rel, err := filepath.Rel(ws, abs); err == nil && rel != ".." && !strings.HasPrefix(rel, "../") {
+		return filepath.ToSlash(rel)
+	}
+	return file
+}
+
 // applyAnnotations is one ::error workflow command per fleet-file error and
 // per server not as declared, at the file and line of its document (a
-// replica's, its server's) when sources has it.
-func applyAnnotations(res reconciler.ApplyResult, sources map[string]spec.Source) string {
+// replica's, its server's) when sources has it; place maps a file to the
+// path the annotation names.
+func applyAnnotations(res reconciler.ApplyResult, sources map[string]spec.Source, place func(string) string) string {
 	var b strings.Builder
 	for _, e := range res.Errors {
-		b.WriteString(githubAnnotation(&spec.FieldError{File: e.File, Line: e.Line, Field: e.Field, Message: e.Message}, false))
+		b.WriteString(githubAnnotation(&spec.FieldError{File: place(e.File), Line: e.Line, Field: e.Field, Message: e.Message}, false))
 		b.WriteByte('\n')
 	}
 	for _, name := range notConvergedNames(res) {
@@ -68,7 +98,7 @@ func applyAnnotations(res reconciler.ApplyResult, sources map[string]spec.Source
 			doc = s.ReplicaOf
 		}
 		src := sources[doc]
-		b.WriteString(githubAnnotation(&spec.FieldError{File: src.File, Line: src.Line, Field: "procfleet: " + name, Message: failureReason(s, res.NotConverged[name])}, false))
+		b.WriteString(githubAnnotation(&spec.FieldError{File: place(src.File), Line: src.Line, Field: "procfleet: " + name, Message: failureReason(s, res.NotConverged[name])}, false))
 		b.WriteByte('\n')
 	}
 	return b.String()

@@ -33,24 +33,26 @@ func applyResultFixture() reconciler.ApplyResult {
 	}
 }
 
+func same(s string) string { return s }
+
 func TestApplyGitHubGolden(t *testing.T) {
 	res := applyResultFixture()
 	sources := map[string]spec.Source{
 		"api": {File: "deploy/fleet,main.yaml", Line: 7},
 		"web": {File: "deploy/web.yaml", Line: 1},
 	}
-	golden(t, "apply-failed.github", applyAnnotations(res, sources))
+	golden(t, "apply-failed.github", applyAnnotations(res, sources, same))
 	golden(t, "apply-failed.summary.md", applyStepSummary(res))
 
 	ok := applyResultFixture()
 	ok.Servers, ok.NotConverged = ok.Servers[1:2], nil
-	if got := applyAnnotations(ok, sources); got != "" {
+	if got := applyAnnotations(ok, sources, same); got != "" {
 		t.Errorf("annotations of a converged fleet: %q, want none", got)
 	}
 	golden(t, "apply-ok.summary.md", applyStepSummary(ok))
 
 	bad := reconciler.ApplyResult{Status: reconciler.Status{Errors: []reconciler.StatusError{{File: "procfleet.yaml", Line: 4, Field: "spec.port", Message: "must be 1..65535, got 0"}}}}
-	golden(t, "apply-bad.github", applyAnnotations(bad, nil))
+	golden(t, "apply-bad.github", applyAnnotations(bad, nil, same))
 	golden(t, "apply-bad.summary.md", applyStepSummary(bad))
 }
 
@@ -150,5 +152,57 @@ func TestApplyThroughUpTimeout(t *testing.T) {
 	if code != 1 || !strings.Contains(out, "apply (through procfleet up): timed out after 1s: 1 server(s) not converged\n  slow: Starting") ||
 		strings.Contains(out, "operation failed") || strings.Count(out, "slow: ") != 1 {
 		t.Errorf("apply: exit %d, want 1 saying it timed out waiting for slow, once", code)
+	}
+}
+
+// TestApplyGitHubSummaryUnwritable: a step summary that cannot be written
+// is said on stderr and changes nothing else: a healthy fleet still
+// passes (a real server), a failed one still fails with its annotation
+// and reason (a program that does not exist: no process is started).
+func TestApplyGitHubSummaryUnwritable(t *testing.T) {
+	f := newE2EFleet(t, "db")
+	f.write(nil, nil)
+	t.Setenv(envStepSummary, f.dir) // a folder: cannot be opened for writing
+	code, out := f.cmd("apply", "--wait", "--timeout", "2m", "-o", "github", "-f", f.file)
+	t.Logf("healthy: exit %d\n%s", code, out)
+	if code != 0 || !strings.Contains(out, "applied: 1 server(s), 1 ready") || !strings.Contains(out, "apply: cannot write the step summary ($GITHUB_STEP_SUMMARY)") {
+		t.Errorf("healthy fleet: exit %d, want 0, applied, and the summary error on stderr", code)
+	}
+
+	dir := t.TempDir()
+	file := filepath.Join(dir, "procfleet.yaml")
+	fleet := "apiVersion: procfleet.dev/v1alpha1\nkind: Server\nmetadata: {name: api}\nspec: {command: [./bin/nope]}\n"
+	if err := os.WriteFile(file, []byte(fleet), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r := procfleet(t, "apply", "--wait", "--timeout", "30s", "-o", "github", "-f", file, "--state-dir", filepath.Join(dir, ".procfleet"))
+	t.Logf("missing program: exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
+	if r.code != 1 || !strings.Contains(r.stderr, "program ./bin/nope not found") || !strings.Contains(r.stderr, "apply: cannot write the step summary") ||
+		!strings.Contains(r.stdout, "::error file="+escapeGitHubProperty(file)+",line=1,title=procfleet%3A api::Failed: program ./bin/nope not found") {
+		t.Errorf("missing program: exit %d, want 1 with the annotation, the start failure and the summary error", r.code)
+	}
+}
+
+func TestAnnotationPath(t *testing.T) {
+	wd, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ws := filepath.Dir(filepath.Dir(wd)) // the repository: cmd/procfleet is two below
+	for _, c := range []struct{ workspace, file, want string }{
+		{"", "procfleet.yaml", "procfleet.yaml"},
+		{"", "/abs/fleet.yaml", "/abs/fleet.yaml"},
+		{ws, "procfleet.yaml", "cmd/procfleet/procfleet.yaml"},
+		{ws, filepath.Join(ws, "examples/quickstart/procfleet.yaml"), "examples/quickstart/procfleet.yaml"},
+		{ws, "../../examples/quickstart/procfleet.yaml", "examples/quickstart/procfleet.yaml"},
+		{ws, "/elsewhere/fleet.yaml", "/elsewhere/fleet.yaml"},
+		{ws, "../../..x/f.yaml", "..x/f.yaml"}, // inside, though it starts with ".."
+		{filepath.Join(ws, "cmd"), "../../..x/f.yaml", "../../..x/f.yaml"},
+		{ws, "", ""},
+	} {
+		t.Setenv(envWorkspace, c.workspace)
+		if got := annotationPath(c.file); got != c.want {
+			t.Errorf("annotationPath(%q) under GITHUB_WORKSPACE=%q = %q, want %q", c.file, c.workspace, got, c.want)
+		}
 	}
 }
