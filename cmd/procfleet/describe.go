@@ -262,7 +262,7 @@ func probeText(p *spec.Probe, port int) string {
 	}
 	fail := p.FailureThreshold
 	if fail <= 0 {
-		fail = 3
+		fail = spec.DefaultFailureThreshold
 	}
 	return fmt.Sprintf("%s every %s, timeout %s, delay %s, failure threshold %d", what, p.Period(), p.Timeout(), p.InitialDelay(), fail)
 }
