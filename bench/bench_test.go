@@ -313,7 +313,8 @@ func TestRecord(t *testing.T) {
 	s := RowSpec{Key: "s", Title: "s", Unit: "s"}
 	m := RowSpec{Key: "m", Title: "m", Unit: "ms"}
 	r := &runner{res: NewResults()}
-	r.record([]RowSpec{s, m}, peerPM2, nil, fmt.Errorf("pm2: %w", &limitError{what: "x", limit: 90 * time.Second}))
+	c := RowSpec{Key: "c", Title: "c", Unit: "count"}
+	r.record([]RowSpec{s, m, c}, peerPM2, nil, fmt.Errorf("pm2: %w", &limitError{what: "x", limit: 90 * time.Second}))
 
 	lctx, cancel := withLimit(context.Background(), time.Nanosecond, "y")
 	defer cancel()
@@ -325,6 +326,9 @@ func TestRecord(t *testing.T) {
 	rows, _ := r.res.Finish()
 	if rows[0].Limits[peerPM2] != 90 || rows[1].Limits[peerPM2] != 90000 {
 		t.Errorf("pm2 limits = %v, %v; want 90 s and 90000 ms", rows[0].Limits, rows[1].Limits)
+	}
+	if _, ok := rows[2].Limits[peerPM2]; ok || !strings.Contains(rows[2].Errors[peerPM2], "limit of 1m30s") {
+		t.Errorf("pm2 count row: limits %v, errors %v; want a failure naming the limit, no limit", rows[2].Limits, rows[2].Errors)
 	}
 	if rows[0].Limits[peerSupervisord] != 1e-9 {
 		t.Errorf("supervisord limit = %v; want the context's (1 ns)", rows[0].Limits[peerSupervisord])

@@ -276,7 +276,7 @@ type unsupportedError struct{ what string }
 func (e *unsupportedError) Error() string { return "not supported by this binary: " + e.what }
 
 // record reports err for peer on specs: a passed limit (from err or from
-// lctx's cause) as that limit, a binary without the feature as not
+// lctx's cause) as that limit (as a failure on a row that counts), a binary without the feature as not
 // supported, anything else as a failure.
 func (r *runner) record(specs []RowSpec, peer string, lctx context.Context, err error) {
 	var le *limitError
@@ -287,6 +287,9 @@ func (r *runner) record(specs []RowSpec, peer string, lctx context.Context, err 
 	}
 	for _, spec := range specs {
 		switch {
+		case limited && !isTime(spec.Unit):
+			// A count has no bound to show: the step was cut short.
+			r.res.Fail(spec, peer, le)
 		case limited:
 			r.res.Limit(spec, peer, inUnit(le.limit, spec.Unit))
 		case errors.As(err, &ue):
@@ -296,6 +299,9 @@ func (r *runner) record(specs []RowSpec, peer string, lctx context.Context, err 
 		}
 	}
 }
+
+// isTime reports whether a row's unit is a duration.
+func isTime(unit string) bool { return unit == "s" || unit == "ms" }
 
 // inUnit converts d to a row's unit (seconds or milliseconds).
 func inUnit(d time.Duration, unit string) float64 {
