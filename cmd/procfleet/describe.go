@@ -188,7 +188,7 @@ func (d *describer) spec(in *spec.Instance, loaded bool) {
 	if s.Source.File != "" {
 		d.field(2, "File", fmt.Sprintf("%s:%d", s.Source.File, s.Source.Line))
 	}
-	d.field(2, "Command", quoteArgs(in.Argv()))
+	d.field(2, "Command", spec.ShellText(in.Argv()))
 	d.field(2, "Working dir", in.WorkingDir)
 	port := dash(in.Port)
 	if in.Replicated() && in.Port > 0 {
@@ -202,12 +202,12 @@ func (d *describer) spec(in *spec.Instance, loaded bool) {
 	if len(sp.DependsOn) > 0 {
 		d.field(2, "Depends on", strings.Join(sp.DependsOn, ", "))
 	}
-	ready := probeText(reconciler.ReadinessProbe(in), in.Port)
+	ready := spec.ProbeText(reconciler.ReadinessProbe(in), in.Port)
 	if sp.ReadinessProbe == nil && in.Port > 0 {
-		ready += " (default: the port accepts TCP)"
+		ready += " (the default)"
 	}
 	d.field(2, "Readiness", ready)
-	d.field(2, "Liveness", probeText(in.Liveness, in.Port))
+	d.field(2, "Liveness", spec.ProbeText(in.Liveness, in.Port))
 	d.field(2, "Timeouts", fmt.Sprintf("startup %s, grace %s, kill %s", sp.StartupTimeout(), sp.TerminationGracePeriod(), sp.KillTimeout()))
 	d.field(2, "Spec hash", in.Hash)
 }
@@ -233,40 +233,6 @@ func (d *describer) env(in *spec.Instance) {
 	d.printf("  and procfleet's own environment, inherited (a variable above wins over it)\n")
 }
 
-// probeText describes a probe in one line.
-func probeText(p *spec.Probe, port int) string {
-	if p == nil {
-		if port == 0 {
-			return "none (running is ready)"
-		}
-		return "none"
-	}
-	pt := func(n int) int {
-		if n == 0 {
-			return port
-		}
-		return n
-	}
-	var what string
-	switch {
-	case p.HTTPGet != nil:
-		host := p.HTTPGet.Host
-		if host == "" {
-			host = "127.0.0.1"
-		}
-		what = fmt.Sprintf("http-get http://%s:%d%s", host, pt(p.HTTPGet.Port), p.HTTPGet.Path)
-	case p.TCPSocket != nil:
-		what = fmt.Sprintf("tcp-socket :%d", pt(p.TCPSocket.Port))
-	case p.Exec != nil:
-		what = "exec " + quoteArgs(p.Exec.Command)
-	}
-	fail := p.FailureThreshold
-	if fail <= 0 {
-		fail = spec.DefaultFailureThreshold
-	}
-	return fmt.Sprintf("%s every %s, timeout %s, delay %s, failure threshold %d", what, p.Period(), p.Timeout(), p.InitialDelay(), fail)
-}
-
 func (d *describer) record(ob *reconciler.RecordView, decl *spec.Instance) {
 	d.printf("\nRecord:\n")
 	if ob == nil {
@@ -287,9 +253,9 @@ func (d *describer) record(ob *reconciler.RecordView, decl *spec.Instance) {
 	if r.PidfdInode != 0 {
 		d.field(2, "Pidfd inode", strconv.FormatUint(r.PidfdInode, 10))
 	}
-	d.field(2, "Cmdline", quoteArgs(untitled(r.Cmdline)))
+	d.field(2, "Cmdline", spec.ShellText(untitled(r.Cmdline)))
 	if len(r.SpawnCmdline) > 0 && !slices.Equal(r.SpawnCmdline, r.Cmdline) {
-		d.field(2, "Spawned as", quoteArgs(untitled(r.SpawnCmdline)))
+		d.field(2, "Spawned as", spec.ShellText(untitled(r.SpawnCmdline)))
 	}
 	d.field(2, "UID", strconv.Itoa(r.UID))
 	d.field(2, "Membership", membershipText(r))
@@ -315,7 +281,7 @@ func (d *describer) record(ob *reconciler.RecordView, decl *spec.Instance) {
 	if id := ob.Identity; id.PID > 0 {
 		d.field(2, "State", processText(id))
 		d.field(2, "Start time", strconv.FormatUint(id.StartTime, 10))
-		d.field(2, "Cmdline", quoteArgs(untitled(id.Cmdline)))
+		d.field(2, "Cmdline", spec.ShellText(untitled(id.Cmdline)))
 	}
 }
 
@@ -476,18 +442,6 @@ func quarantineAdvice(ob *reconciler.RecordView, where string) (advice string, b
 		return actuate.ManualStopHint(ob.Record), true
 	}
 	return "Free what blocks it (" + where + "), then run 'procfleet apply' or wait for the running up.", false
-}
-
-func quoteArgs(argv []string) string {
-	q := make([]string, len(argv))
-	for i, a := range argv {
-		if a == "" || strings.ContainsAny(a, " \t\n'\"\\$`") {
-			q[i] = strconv.Quote(a)
-		} else {
-			q[i] = a
-		}
-	}
-	return strings.Join(q, " ")
 }
 
 // untitled drops the trailing empty arguments of a command line read from

@@ -166,7 +166,7 @@ func (b *procBackend) spawnLocked(s *procServer) error {
 		Stdout: logf, Stderr: logf,
 		SysProcAttr: &syscall.SysProcAttr{Setsid: true},
 	}
-	b.eventLocked(s, reconciler.EventNormal, reconciler.ReasonStarting, "starting "+argvText(s.argv), false)
+	b.eventLocked(s, reconciler.EventNormal, reconciler.ReasonStarting, "starting "+spec.ShellText(s.argv), false)
 	if err := cmd.Start(); err != nil {
 		return err
 	}

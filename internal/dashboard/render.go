@@ -45,8 +45,8 @@ var pages = template.Must(template.New("").Funcs(template.FuncMap{
 		w.age(t)
 		return template.HTML(w.String())
 	},
-	"argv":     argvText,
-	"probe":    probeText,
+	"argv":     spec.ShellText,
+	"probe":    spec.ProbeText,
 	"envNames": envNames,
 	"revEvents": func(evs []reconciler.Event) []reconciler.Event {
 		out := make([]reconciler.Event, len(evs))

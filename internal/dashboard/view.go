@@ -1,10 +1,8 @@
 package dashboard
 
 import (
-	"fmt"
 	"regexp"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -134,59 +132,6 @@ func actions(st reconciler.ServerStatus) []Action {
 		return []Action{ActionStart}
 	}
 	return []Action{ActionRestart, ActionStop}
-}
-
-// argvText writes an argv for reading, quoting the arguments a shell
-// would split or expand.
-func argvText(argv []string) string {
-	q := make([]string, len(argv))
-	for i, a := range argv {
-		if a == "" || strings.ContainsAny(a, " \t\n'\"\\$`*?[]{}()<>|&;#~") {
-			q[i] = strconv.Quote(a)
-		} else {
-			q[i] = a
-		}
-	}
-	return strings.Join(q, " ")
-}
-
-// probeText describes a probe in one line; port is the server's port,
-// used by handlers that name none.
-func probeText(p *spec.Probe, port int) string {
-	if p == nil {
-		if port == 0 {
-			return "none (running is ready)"
-		}
-		return "none"
-	}
-	or := func(n int) int {
-		if n == 0 {
-			return port
-		}
-		return n
-	}
-	var what string
-	switch {
-	case p.HTTPGet != nil:
-		host := p.HTTPGet.Host
-		if host == "" {
-			host = "127.0.0.1"
-		}
-		path := p.HTTPGet.Path
-		if path == "" {
-			path = "/"
-		}
-		what = fmt.Sprintf("GET http://%s:%d%s", host, or(p.HTTPGet.Port), path)
-	case p.TCPSocket != nil:
-		what = fmt.Sprintf("TCP connect to port %d", or(p.TCPSocket.Port))
-	case p.Exec != nil:
-		what = "exec " + argvText(p.Exec.Command)
-	}
-	fail := p.FailureThreshold
-	if fail <= 0 {
-		fail = spec.DefaultFailureThreshold
-	}
-	return fmt.Sprintf("%s, every %s (timeout %s, delay %s, %d failures)", what, p.Period(), p.Timeout(), p.InitialDelay(), fail)
 }
 
 // envNames lists the names of an instance's env; values are never shown

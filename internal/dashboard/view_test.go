@@ -31,30 +31,6 @@ func TestCleanLogLine(t *testing.T) {
 	}
 }
 
-func TestArgvText(t *testing.T) {
-	if got, want := argvText([]string{"./bin/api", "-port", "8080", "hello world", "", "$(PORT)"}), `./bin/api -port 8080 "hello world" "" "$(PORT)"`; got != want {
-		t.Errorf("argvText = %s, want %s", got, want)
-	}
-}
-
-func TestProbeText(t *testing.T) {
-	for _, tc := range []struct {
-		p    *spec.Probe
-		port int
-		want string
-	}{
-		{nil, 0, "none (running is ready)"},
-		{nil, 8080, "none"},
-		{&spec.Probe{HTTPGet: &spec.HTTPGetAction{Path: "/health"}}, 8080, "GET http://127.0.0.1:8080/health, every 1s (timeout 1s, delay 0s, 3 failures)"},
-		{&spec.Probe{TCPSocket: &spec.TCPSocketAction{Port: 9}, PeriodSeconds: 5, FailureThreshold: 2}, 8080, "TCP connect to port 9, every 5s (timeout 1s, delay 0s, 2 failures)"},
-		{&spec.Probe{Exec: &spec.ExecAction{Command: []string{"pg_isready", "-q"}}}, 0, "exec pg_isready -q, every 1s (timeout 1s, delay 0s, 3 failures)"},
-	} {
-		if got := probeText(tc.p, tc.port); got != tc.want {
-			t.Errorf("probeText = %q, want %q", got, tc.want)
-		}
-	}
-}
-
 func TestActions(t *testing.T) {
 	for _, tc := range []struct {
 		phase reconciler.Phase
