@@ -37,7 +37,14 @@
 //   - killup: SIGKILL `procfleet up` itself and start it again;
 //   - corrupt: corrupt a running server's record (garbage, truncated, mode
 //     0666, or owned by uid 65534 when run as root);
-//   - stranger: start a stranger process with a server's exact command line.
+//   - stranger: start a stranger process with a server's exact command line;
+//   - exec: edit the file (an environment value) of a server whose process
+//     no longer shows what was spawned, and wait for it to be replaced.
+//     Half the fleet is launched that way: `sh -c 'exec testserver ...'`,
+//     a pyenv-style shim (a script that execs /usr/bin/env, which execs
+//     the test server), or the test server rewriting its argument area and
+//     wiping its environment (-retitle, as nginx does); kill, addremove,
+//     killup and the final down act on these servers as on the others.
 //
 // The faults end with a final burst (SIGKILL to a third of the running
 // servers, at most 10, at once); convergence is measured from there, per

@@ -18,7 +18,7 @@ func TestStrangerRecordsSignals(t *testing.T) {
 	h := newHarness(t, 1)
 	argv := []string{"/nonexistent/testserver", "-port", "1", "-stamp", "x"}
 	h.want[argvKey(argv)] = "s00"
-	h.servers["s00"] = &server{name: "s00", argv: argv, tainted: map[int]string{}}
+	h.servers["s00"] = &server{name: "s00", argv: argv, keys: []string{argvKey(argv)}, tainted: map[int]string{}}
 	st, err := h.startStranger("argv", "s00", argv, 0)
 	if err != nil || st == nil {
 		t.Fatalf("start stranger: %v", err)

@@ -20,7 +20,8 @@ type proc struct {
 func (p proc) live() bool { return p.state != 'Z' && p.state != 'X' && p.state != 0 }
 
 // argvKey is the map key of an argv: its elements joined by NUL, as
-// /proc/PID/cmdline holds them (without the trailing NUL).
+// /proc/PID/cmdline holds them (without the trailing NULs: a retitled
+// process pads its title with them).
 func argvKey(argv []string) string { return strings.Join(argv, "\x00") }
 
 // scanProcs returns, for every argv key in want, the processes whose command
@@ -41,7 +42,7 @@ func scanProcs(want map[string]string) map[string][]proc {
 		if err != nil || len(b) == 0 {
 			continue
 		}
-		name, ok := want[string(bytes.TrimSuffix(b, []byte{0}))]
+		name, ok := want[string(bytes.TrimRight(b, "\x00"))]
 		if !ok {
 			continue
 		}
@@ -73,13 +74,14 @@ func readProc(pid int) (proc, bool) {
 	return proc{pid: pid, state: f[0][0], start: start}, true
 }
 
-// cmdlineOf returns the NUL-joined command line of pid, "" when unreadable.
+// cmdlineOf returns the NUL-joined command line of pid as argvKey makes
+// it, "" when unreadable.
 func cmdlineOf(pid int) string {
 	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
 	if err != nil {
 		return ""
 	}
-	return string(bytes.TrimSuffix(b, []byte{0}))
+	return string(bytes.TrimRight(b, "\x00"))
 }
 
 func syscallKill(pid int) error { return syscall.Kill(pid, syscall.SIGKILL) }

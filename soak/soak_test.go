@@ -37,7 +37,7 @@ var (
 	flagKeep     = flag.Bool("soak.keep", false, "keep the temporary folder (fleet, state, logs, stamps)")
 	flagReport   = flag.String("soak.report", "", "also write the figures as JSON to this file")
 	flagBinary   = flag.String("soak.procfleet", "", "use this procfleet binary instead of building ./cmd/procfleet")
-	flagFaults   = flag.String("soak.faults", "kill,stopcont,portgrab,badfile,addremove,killup,corrupt,stranger", "fault kinds to inject (comma-separated)")
+	flagFaults   = flag.String("soak.faults", "kill,stopcont,portgrab,badfile,addremove,killup,corrupt,stranger,exec,pgid,foreign,intent", "fault kinds to inject (comma-separated)")
 	flagInPlace  = flag.Bool("soak.inplace", true, "write fleet files in place (O_TRUNC, then write); false: atomically (temp file, rename)")
 )
 
@@ -58,9 +58,25 @@ const (
 
 // server is one server of the soak's fleet, declared or not.
 type server struct {
-	name     string
-	port     int
-	argv     []string
+	name string
+	port int
+	// launch is how it is started: launchPlain (the test server itself),
+	// launchShExec (`sh -c 'exec testserver ...'`), launchShim (a shim
+	// script that execs /usr/bin/env, which execs the test server, as
+	// pyenv's do) or launchRetitle (the test server rewriting its own
+	// argument area and wiping its environment, as nginx does).
+	launch string
+	// argv is the test server's command line, what the process shows once
+	// the launcher exec'd it; title is what a retitling server shows after
+	// it rewrote itself ("" for the others). keys holds the argv keys of
+	// both: a process showing either is an instance of this server.
+	argv  []string
+	title string
+	keys  []string
+	// edits counts the edits of its file (fault "exec"): SOAK_EDIT in its
+	// environment, so that an edit replaces the process and leaves its
+	// command line as it was.
+	edits    int
 	file     string
 	content  []byte
 	declared bool
@@ -355,9 +371,38 @@ func (h *harness) pickPorts(n int) []int {
 	return ports
 }
 
+// Launchers (server.launch).
+const (
+	launchPlain   = "plain"
+	launchShExec  = "sh-exec"
+	launchShim    = "shim"
+	launchRetitle = "retitle"
+)
+
+// launchOf spreads the launchers over the fleet: half the servers start
+// through one that changes what the process shows after the spawn.
+func launchOf(i int) string {
+	switch {
+	case i%4 == 1:
+		return launchShExec
+	case i%8 == 3:
+		return launchShim
+	case i%8 == 7:
+		return launchRetitle
+	}
+	return launchPlain
+}
+
+// shim is a pyenv-style shim: a script that execs /usr/bin/env, which
+// execs the program named in its arguments.
+const shim = "#!/bin/sh\n# procfleet soak: a pyenv-style shim\nexec /usr/bin/env \"$@\"\n"
+
 // writeFleet makes the servers (the declared ones and 10 spares that
 // "addremove" may declare) and writes the declared ones' files.
 func (h *harness) writeFleet() {
+	if err := os.WriteFile(filepath.Join(h.run, "shim"), []byte(shim), 0o700); err != nil {
+		h.t.Fatal(err)
+	}
 	n := *flagServers
 	total := n + 10
 	ports := h.pickPorts(total)
@@ -367,12 +412,24 @@ func (h *harness) writeFleet() {
 		argv := []string{h.server, "-port", strconv.Itoa(port),
 			"-stamp", filepath.Join(h.run, name+".stamp"),
 			"-signals", filepath.Join(h.run, name+".signals")}
-		s := &server{name: name, port: port, argv: argv, tainted: map[int]string{},
+		s := &server{name: name, port: port, launch: launchOf(i), tainted: map[int]string{},
 			file: filepath.Join(h.fleet, name+".yaml")}
+		if s.launch == launchRetitle {
+			// The title names the soak's private folder, like every argv
+			// of its fleet, so that the cleanup's scan cannot match
+			// another run's processes.
+			s.title = fmt.Sprintf("soak %s: master process %s", name, h.root)
+			argv = append(argv, "-retitle", s.title, "-retitle-wipe-env")
+			s.keys = append(s.keys, s.title)
+		}
+		s.argv = argv
+		s.keys = append(s.keys, argvKey(argv))
 		s.content = h.fleetFile(s)
 		h.servers[name] = s
 		h.names = append(h.names, name)
-		h.want[argvKey(argv)] = name
+		for _, k := range s.keys {
+			h.want[k] = name
+		}
 		if i < n {
 			s.declared = true
 			if err := os.WriteFile(s.file, s.content, 0o600); err != nil {
@@ -382,12 +439,39 @@ func (h *harness) writeFleet() {
 	}
 }
 
+// shows reports whether a command line (as cmdlineOf returns it) is one
+// an instance of s shows.
+func (s *server) shows(cmdline string) bool {
+	for _, k := range s.keys {
+		if cmdline == k {
+			return true
+		}
+	}
+	return false
+}
+
+// command is the command line the fleet file declares for s.
+func (h *harness) command(s *server) []string {
+	switch s.launch {
+	case launchShExec:
+		q := make([]string, len(s.argv))
+		for i, a := range s.argv {
+			q[i] = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
+		}
+		return []string{"/bin/sh", "-c", "exec " + strings.Join(q, " ")}
+	case launchShim:
+		return append([]string{filepath.Join(h.run, "shim")}, s.argv...)
+	}
+	return s.argv
+}
+
 func (h *harness) fleetFile(s *server) []byte {
-	quoted := make([]string, len(s.argv))
-	for i, a := range s.argv {
+	cmd := h.command(s)
+	quoted := make([]string, len(cmd))
+	for i, a := range cmd {
 		quoted[i] = strconv.Quote(a)
 	}
-	return []byte(fmt.Sprintf(`# procfleet soak server %s
+	return []byte(fmt.Sprintf(`# procfleet soak server %s (%s)
 apiVersion: procfleet.dev/v1alpha1
 kind: Server
 metadata:
@@ -398,10 +482,12 @@ spec:
   env:
     - name: SOAK_SECRET
       value: %q
+    - name: SOAK_EDIT
+      value: "%d"
   startupTimeoutSeconds: 20
   terminationGracePeriodSeconds: 5
   killTimeoutSeconds: 5
-`, s.name, s.name, strings.Join(quoted, ", "), s.port, h.secret))
+`, s.name, s.launch, s.name, strings.Join(quoted, ", "), s.port, h.secret, s.edits))
 }
 
 func (h *harness) startUp() {
@@ -546,7 +632,11 @@ func (h *harness) liveInstancesLocked(ps []proc) []proc {
 
 // instances scans /proc for the server's live processes.
 func (h *harness) instances(s *server) []proc {
-	procs := scanProcs(map[string]string{argvKey(s.argv): s.name})
+	want := map[string]string{}
+	for _, k := range s.keys {
+		want[k] = s.name
+	}
+	procs := scanProcs(want)
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return h.liveInstancesLocked(procs[s.name])
@@ -578,7 +668,7 @@ func (h *harness) lastStart(s *server) (int, bool) {
 	if err != nil {
 		return 0, false
 	}
-	if p, ok := readProc(pid); !ok || !p.live() || cmdlineOf(pid) != argvKey(s.argv) {
+	if p, ok := readProc(pid); !ok || !p.live() || !s.shows(cmdlineOf(pid)) {
 		return pid, false
 	}
 	return pid, true
@@ -690,7 +780,7 @@ func (h *harness) confirmDuplicate(name string, live []proc) {
 	var key []string
 	for _, p := range live {
 		q, ok := readProc(p.pid)
-		if !ok || !q.live() || q.start != p.start || cmdlineOf(p.pid) != argvKey(s.argv) {
+		if !ok || !q.live() || q.start != p.start || !s.shows(cmdlineOf(p.pid)) {
 			continue
 		}
 		ppid := 0
@@ -820,6 +910,7 @@ func (h *harness) chaos(ctx context.Context) {
 		{"killup", 1, h.faultKillUp},
 		{"corrupt", 1, h.faultCorrupt},
 		{"stranger", 2, h.faultStranger},
+		{"exec", 2, h.faultExecEdit},
 	}
 	enabled := map[string]bool{}
 	for _, k := range strings.Split(*flagFaults, ",") {
@@ -1249,6 +1340,56 @@ func (h *harness) faultKillUp(ctx context.Context) bool {
 	return true
 }
 
+// faultExecEdit edits the file of a server whose process no longer shows
+// what procfleet spawned (it exec'd through sh -c or a shim chain, or
+// retitled itself): up must stop that process (it holds it since the
+// spawn or adoption, whatever it runs now) and start the new spec, one
+// instance at a time. Kills, prunes (addremove), restarts of up (killup)
+// and the final down act on these servers as on the others.
+func (h *harness) faultExecEdit(ctx context.Context) bool {
+	h.exclusive.RLock()
+	defer h.exclusive.RUnlock()
+	s := h.pick(func(s *server) bool {
+		return s.declared && s.launch != launchPlain && s.grabber == nil && !taintedAlive(s)
+	})
+	if s == nil {
+		return false
+	}
+	defer h.release(s)
+	old, ok := h.instance(s)
+	if !ok {
+		return false
+	}
+	h.mu.Lock()
+	s.edits++
+	s.content = h.fleetFile(s)
+	h.mu.Unlock()
+	if err := writeFleetFile(s.file, s.content); err != nil {
+		h.violation("exec: write %s: %v", s.file, err)
+		return false
+	}
+	h.journal("exec: edited %s (%s, pid %d): SOAK_EDIT=%d", s.name, s.launch, old.pid, s.edits)
+	d, ok := waitFor(ctx, stopBound+recoverBound, func() bool {
+		p, alive := readProc(old.pid)
+		gone := !alive || !p.live() || p.start != old.start
+		return gone && h.runningAgain(s, old.pid)
+	})
+	switch {
+	case ok:
+		h.recovered("exec-edit-to-replaced", d)
+	case ctx.Err() == nil:
+		h.violation("exec: server %s (%s) not replaced within %s of an edit: old pid %d alive %v, instances %v",
+			s.name, s.launch, stopBound+recoverBound, old.pid, processAlive(old), h.instances(s))
+	}
+	return true
+}
+
+// processAlive reports whether p still runs (same pid and start time).
+func processAlive(p proc) bool {
+	q, ok := readProc(p.pid)
+	return ok && q.live() && q.start == p.start
+}
+
 func (h *harness) faultCorrupt(ctx context.Context) bool {
 	s := h.pick(func(s *server) bool { return s.declared && s.grabber == nil })
 	if s == nil {
@@ -1512,6 +1653,19 @@ func (h *harness) checkConverged(ctx context.Context) {
 			if _, err := os.Stat(filepath.Join(h.state, "logs", n+".log")); err != nil {
 				h.violation("log: Running server %s has no log: %v", n, err)
 			}
+		}
+		if s.declared && ok && e.Phase == "Running" && s.launch != launchPlain {
+			// The premise of the launchers: the process shows the test
+			// server (exec'd) or its title (retitled), not what was spawned.
+			switch cl := cmdlineOf(e.PID); {
+			case s.title != "" && cl == argvKey([]string{s.title}):
+				h.count("retitledSeen", 1)
+			case s.launch != launchRetitle && cl == argvKey(s.argv):
+				h.count("execedSeen", 1)
+			}
+		}
+		if ev, err := os.ReadFile(filepath.Join(h.state, "logs", n+".events.jsonl")); err == nil {
+			h.count("commandLineChangedEvents", bytes.Count(ev, []byte(`"CommandLineChanged"`)))
 		}
 		if len(s.tainted) > 0 {
 			moved, _ := filepath.Glob(h.recordPath(n) + ".corrupt-*")
