@@ -44,7 +44,12 @@
 //     a pyenv-style shim (a script that execs /usr/bin/env, which execs
 //     the test server), or the test server rewriting its argument area and
 //     wiping its environment (-retitle, as nginx does); kill, addremove,
-//     killup and the final down act on these servers as on the others.
+//     killup and the final down act on these servers as on the others;
+//   - pgid: set a running server's record's pgid to the process group of a
+//     stranger the soak started (a group leader with a member, both
+//     recording signals; at most 3 a run, alive to the end), the record
+//     valid in every other way: untrusted (rule 7), moved aside when read,
+//     the stranger's group never signalled.
 //
 // The faults end with a final burst (SIGKILL to a third of the running
 // servers, at most 10, at once); convergence is measured from there, per
@@ -61,8 +66,8 @@
 //   - a removed server is stopped, its port freed and its record removed;
 //   - once faults stop, every declared server converges (Ready, or its
 //     expected quarantine) within -soak.converge;
-//   - a Ready server has exactly one process, its record names that pid, its
-//     log exists and its port accepts;
+//   - a Ready server has exactly one process, its record names that pid
+//     (and a pgid equal to it), its log exists and its port accepts;
 //   - after `procfleet down` no process of the fleet remains and every port
 //     is free, except the processes whose records were moved aside as
 //     untrusted (rule 7: procfleet cannot prove them its own), which the

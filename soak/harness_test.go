@@ -72,3 +72,31 @@ func TestStrangerPortHeld(t *testing.T) {
 		t.Fatalf("violations: %v", h.violations)
 	}
 }
+
+// TestGroupStrangerRecordsSignals checks the instrument of the "pgid"
+// fault: a signal to a group stranger's process group reaches the leader
+// and its member, and both record it.
+func TestGroupStrangerRecordsSignals(t *testing.T) {
+	h := newHarness(t, 3)
+	st, err := h.startStranger("group", "s00", []string{h.self, "soak-group-stranger"}, 0)
+	if err != nil || st == nil {
+		t.Fatalf("start group stranger: %v", err)
+	}
+	t.Cleanup(func() { h.stopStranger(st) })
+	if st.member.pid == 0 || st.member.pid == st.pid {
+		t.Fatalf("group stranger pid %d has member %d", st.pid, st.member.pid)
+	}
+	if pgid, err := syscall.Getpgid(st.member.pid); err != nil || pgid != st.pid {
+		t.Fatalf("member pid %d in group %d (%v), want %d", st.member.pid, pgid, err, st.pid)
+	}
+	if err := syscall.Kill(-st.pid, syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := waitFor(t.Context(), 10*time.Second, func() bool {
+		b, _ := os.ReadFile(st.sigFile)
+		return strings.Count(string(b), "terminated") == 2
+	}); !ok {
+		b, _ := os.ReadFile(st.sigFile)
+		t.Fatalf("SIGTERM to the group not recorded by both: %q", b)
+	}
+}

@@ -3,11 +3,14 @@
 package soak
 
 import (
+	"bufio"
 	"fmt"
 	"net"
 	"os"
+	"os/exec"
 	"os/signal"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 )
@@ -19,6 +22,10 @@ const (
 	envStranger        = "PROCFLEET_SOAK_STRANGER"
 	envStrangerSignals = "PROCFLEET_SOAK_STRANGER_SIGNALS"
 	envStrangerListen  = "PROCFLEET_SOAK_STRANGER_LISTEN"
+	// envStrangerMember names a file: the stranger starts a member of its
+	// process group (a stranger too, recording signals to the same file)
+	// and writes the member's pid there before it says "ready".
+	envStrangerMember = "PROCFLEET_SOAK_STRANGER_MEMBER"
 )
 
 func TestMain(m *testing.M) {
@@ -57,6 +64,17 @@ func strangerMain() int {
 			}
 		}()
 	}
+	if f := os.Getenv(envStrangerMember); f != "" {
+		pid, err := startMember(f)
+		if err != nil {
+			fmt.Println("member-failed:", err)
+			return 4
+		}
+		if err := os.WriteFile(f, []byte(strconv.Itoa(pid)+"\n"), 0o600); err != nil {
+			fmt.Println("member-failed:", err)
+			return 4
+		}
+	}
 	fmt.Println("ready")
 	for sig := range sigc {
 		s, _ := sig.(syscall.Signal)
@@ -75,4 +93,32 @@ func strangerMain() int {
 		_ = f.Close()
 	}
 	return 0
+}
+
+// startMember starts a stranger in this stranger's process group (not a
+// leader: it does not call setpgid) and waits for its "ready".
+func startMember(memberFile string) (int, error) {
+	cmd := exec.Command(os.Args[0])
+	cmd.Args = []string{os.Args[0], "soak-group-member", memberFile}
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, envStrangerMember+"=") && !strings.HasPrefix(kv, envStrangerListen+"=") {
+			env = append(env, kv)
+		}
+	}
+	cmd.Env = env
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return 0, err
+	}
+	if err := cmd.Start(); err != nil {
+		return 0, err
+	}
+	line, err := bufio.NewReader(out).ReadString('\n')
+	if strings.TrimSpace(line) != "ready" {
+		_ = cmd.Process.Kill()
+		return 0, fmt.Errorf("member said %q: %v", line, err)
+	}
+	go func() { _ = cmd.Wait() }()
+	return cmd.Process.Pid, nil
 }

@@ -91,11 +91,15 @@ type server struct {
 
 // stranger is a process the soak started that procfleet must never signal.
 type stranger struct {
-	kind     string // "argv" (a server's exact command line) or "port"
-	server   string
-	pid      int
-	start    uint64
-	sigFile  string
+	kind    string // "argv" (a server's exact command line), "port" or "group"
+	server  string
+	pid     int
+	start   uint64
+	sigFile string
+	// member is, for a "group" stranger (the leader of its own process
+	// group), the other process of its group; it records signals to the
+	// same file.
+	member   proc
 	cmd      *exec.Cmd
 	done     chan struct{}
 	expected atomic.Bool
@@ -712,10 +716,14 @@ func (h *harness) recordProblem(name string, pid int) string {
 	b, err := os.ReadFile(path)
 	var rec struct {
 		PID  int    `json:"pid"`
+		PGID int    `json:"pgid"`
 		Name string `json:"name"`
 	}
 	if err != nil || json.Unmarshal(b, &rec) != nil || rec.PID != pid || rec.Name != name {
 		return fmt.Sprintf("not a record of pid %d: %v %q", pid, err, b)
+	}
+	if rec.PGID != rec.PID {
+		return fmt.Sprintf("pgid %d, not its pid %d (rule 7: untrusted)", rec.PGID, rec.PID)
 	}
 	return ""
 }
@@ -755,9 +763,15 @@ func (h *harness) scanLoop(ctx context.Context) {
 			if st.expected.Load() || st.stopped.Load() {
 				continue
 			}
-			if p, ok := readProc(st.pid); ok && p.start == st.start && (p.state == 'T' || p.state == 't') {
-				st.stopped.Store(true)
-				stoppedStrangers = append(stoppedStrangers, st)
+			for _, q := range []proc{{pid: st.pid, start: st.start}, st.member} {
+				if q.pid == 0 {
+					continue
+				}
+				if p, ok := readProc(q.pid); ok && p.start == q.start && (p.state == 'T' || p.state == 't') {
+					st.stopped.Store(true)
+					stoppedStrangers = append(stoppedStrangers, st)
+					break
+				}
 			}
 		}
 		h.mu.Unlock()
@@ -824,6 +838,11 @@ func (h *harness) startStranger(kind, serverName string, argv []string, listen i
 	cmd := exec.Command(h.self)
 	cmd.Args = argv
 	cmd.Env = append(os.Environ(), envStranger+"=1", envStrangerSignals+"="+st.sigFile)
+	memberFile := ""
+	if kind == "group" {
+		memberFile = st.sigFile + ".member"
+		cmd.Env = append(cmd.Env, envStrangerMember+"="+memberFile)
+	}
 	if listen > 0 {
 		cmd.Env = append(cmd.Env, envStrangerListen+"="+strconv.Itoa(listen))
 	}
@@ -873,6 +892,18 @@ func (h *harness) startStranger(kind, serverName string, argv []string, listen i
 		}
 		return nil, fmt.Errorf("stranger for %s: %q", serverName, line)
 	}
+	if memberFile != "" {
+		b, err := os.ReadFile(memberFile)
+		pid, aerr := strconv.Atoi(strings.TrimSpace(string(b)))
+		m, ok := readProc(pid)
+		if err != nil || aerr != nil || !ok {
+			h.stopStranger(st)
+			return nil, fmt.Errorf("group stranger for %s: its member: %v %v %q", serverName, err, aerr, b)
+		}
+		h.mu.Lock()
+		st.member = m
+		h.mu.Unlock()
+	}
 	h.count("strangers-"+kind, 1)
 	return st, nil
 }
@@ -887,6 +918,12 @@ func (h *harness) stopStranger(st *stranger) {
 	case <-st.done:
 	case <-time.After(10 * time.Second):
 		h.violation("stranger pid %d did not die after SIGKILL within 10 s", st.pid)
+	}
+	h.mu.Lock()
+	m := st.member
+	h.mu.Unlock()
+	if m.pid != 0 && processAlive(m) {
+		_ = syscall.Kill(m.pid, syscall.SIGKILL)
 	}
 }
 
@@ -911,6 +948,7 @@ func (h *harness) chaos(ctx context.Context) {
 		{"corrupt", 1, h.faultCorrupt},
 		{"stranger", 2, h.faultStranger},
 		{"exec", 2, h.faultExecEdit},
+		{"pgid", 1, h.faultPGID},
 	}
 	enabled := map[string]bool{}
 	for _, k := range strings.Split(*flagFaults, ",") {
@@ -1384,6 +1422,74 @@ func (h *harness) faultExecEdit(ctx context.Context) bool {
 	return true
 }
 
+// maxGroupStrangers bounds the "pgid" faults of a run: each leaves a
+// stranger and its group member running to the end.
+const maxGroupStrangers = 3
+
+// faultPGID sets a running server's record's pgid to the process group of
+// a stranger of the same uid (the soak's own, a group leader with a member,
+// both recording every signal they get), the record valid in every other
+// way and written atomically with mode 0600, as a careless hand edit
+// would. The record is untrusted (rule 7: a server leads its own group):
+// moved aside (.corrupt-<time>) when procfleet reads it (at a resync or a
+// restart of up), the server Quarantined / UntrustedRecord unless up still
+// holds it, never a second instance; the stranger and its member must
+// receive no signal to the end of the run, down included.
+func (h *harness) faultPGID(ctx context.Context) bool {
+	h.mu.Lock()
+	groups := h.counts["strangers-group"]
+	h.mu.Unlock()
+	if groups >= maxGroupStrangers {
+		return false
+	}
+	s := h.pick(func(s *server) bool { return s.declared && s.grabber == nil && !taintedAlive(s) })
+	if s == nil {
+		return false
+	}
+	defer h.release(s)
+	p, ok := h.instance(s)
+	if !ok {
+		return false
+	}
+	path := h.recordPath(s.name)
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return false
+	}
+	var rec map[string]any
+	if json.Unmarshal(b, &rec) != nil {
+		return false
+	}
+	if pid, _ := rec["pid"].(float64); int(pid) != p.pid {
+		return false
+	}
+	st, err := h.startStranger("group", s.name, []string{h.self, "soak-group-stranger", s.name, h.root}, 0)
+	if err != nil || st == nil {
+		h.violation("pgid: start the group stranger: %v", err)
+		return false
+	}
+	rec["pgid"] = st.pid
+	nb, err := json.Marshal(rec)
+	if err != nil {
+		h.violation("pgid: %v", err)
+		return false
+	}
+	h.mu.Lock()
+	s.tainted[p.pid] = "pgid"
+	h.mu.Unlock()
+	tmp := filepath.Join(h.run, "."+s.name+".json.tmp")
+	if err := os.WriteFile(tmp, nb, 0o600); err != nil {
+		h.violation("pgid: %v", err)
+		return false
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		h.violation("pgid: %v", err)
+		return false
+	}
+	h.journal("pgid: record of %s (pid %d) names pgid %d, the group of stranger pid %d (member pid %d)", s.name, p.pid, st.pid, st.pid, st.member.pid)
+	return true
+}
+
 // processAlive reports whether p still runs (same pid and start time).
 func processAlive(p proc) bool {
 	q, ok := readProc(p.pid)
@@ -1796,6 +1902,10 @@ func (h *harness) downAndCheck(ctx context.Context) {
 			h.count("strangersSignalled", 1)
 			h.violation("stranger signalled: %s stranger pid %d (server %s) received: %s", st.kind, st.pid, st.server, strings.TrimSpace(string(b)))
 		}
+		if st.member.pid != 0 && !st.expected.Load() && !processAlive(st.member) {
+			h.count("strangersSignalled", 1)
+			h.violation("stranger signalled: the member pid %d of group stranger pid %d (server %s) ended", st.member.pid, st.pid, st.server)
+		}
 		h.stopStranger(st)
 	}
 	// Every port free once the by-rule processes and strangers are gone.
@@ -1916,6 +2026,9 @@ func (h *harness) cleanup() {
 	}
 	for _, st := range strangers {
 		st.expected.Store(true)
+		if st.member.pid != 0 && processAlive(st.member) {
+			_ = syscall.Kill(st.member.pid, syscall.SIGKILL)
+		}
 		_ = syscall.Kill(st.pid, syscall.SIGKILL)
 		select {
 		case <-st.done:
