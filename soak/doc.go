@@ -49,7 +49,13 @@
 //     stranger the soak started (a group leader with a member, both
 //     recording signals; at most 3 a run, alive to the end), the record
 //     valid in every other way: untrusted (rule 7), moved aside when read,
-//     the stranger's group never signalled.
+//     the stranger's group never signalled;
+//   - foreign: start a server with `procfleet apply` in a project folder
+//     of its own (at most 3 a run) and copy its record into the soak's
+//     state folder, over a running server's record or as an undeclared
+//     spare's: foreign (rule 7), moved aside (.foreign-<time>), never acted
+//     on; the other folder's server must get no signal, and `procfleet
+//     down` in its own folder stops it at the end.
 //
 // The faults end with a final burst (SIGKILL to a third of the running
 // servers, at most 10, at once); convergence is measured from there, per
@@ -70,8 +76,8 @@
 //     (and a pgid equal to it), its log exists and its port accepts;
 //   - after `procfleet down` no process of the fleet remains and every port
 //     is free, except the processes whose records were moved aside as
-//     untrusted (rule 7: procfleet cannot prove them its own), which the
-//     soak kills itself and counts;
+//     untrusted or foreign (rule 7: procfleet cannot prove them its own),
+//     which the soak kills itself and counts;
 //   - every corrupted record still in place when `up` read it was moved
 //     aside (*.corrupt-*), never deleted;
 //   - environment values (a secret in every server's env) never appear in

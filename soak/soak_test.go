@@ -106,6 +106,16 @@ type stranger struct {
 	stopped  atomic.Bool // seen in state T
 }
 
+// foreignServer is a server procfleet started from another state folder
+// (fault "foreign"): its record was copied into the soak's folder, so the
+// soak's procfleet must never act on it.
+type foreignServer struct {
+	name    string // the soak server whose record name it took
+	dir     string // its project folder: fleet/, state/
+	proc    proc
+	sigFile string
+}
+
 // upProc is one run of `procfleet up`.
 type upProc struct {
 	cmd  *exec.Cmd
@@ -145,6 +155,7 @@ type harness struct {
 	recover    map[string][]time.Duration
 	up         *upProc
 	upRuns     int
+	foreigns   []*foreignServer
 	victims    []string       // servers killed by the final burst
 	victimPIDs map[string]int // and the pids killed
 }
@@ -698,6 +709,14 @@ func (h *harness) recordPath(name string) string {
 	return filepath.Join(h.state, "servers", name+".json")
 }
 
+// movedAside lists the records of server name that procfleet moved aside:
+// untrusted (.corrupt-<time>) or foreign (.foreign-<time>).
+func (h *harness) movedAside(name string) []string {
+	corrupt, _ := filepath.Glob(h.recordPath(name) + ".corrupt-*")
+	foreign, _ := filepath.Glob(h.recordPath(name) + ".foreign-*")
+	return append(corrupt, foreign...)
+}
+
 // recordProblem says what is wrong with the record of server name, running
 // as pid, by procfleet's own rules (a regular file of ours, mode 0600,
 // naming that server and pid); "" when it is good.
@@ -949,6 +968,7 @@ func (h *harness) chaos(ctx context.Context) {
 		{"stranger", 2, h.faultStranger},
 		{"exec", 2, h.faultExecEdit},
 		{"pgid", 1, h.faultPGID},
+		{"foreign", 1, h.faultForeign},
 	}
 	enabled := map[string]bool{}
 	for _, k := range strings.Split(*flagFaults, ",") {
@@ -1490,6 +1510,141 @@ func (h *harness) faultPGID(ctx context.Context) bool {
 	return true
 }
 
+// maxForeign bounds the "foreign" faults of a run: each leaves a server of
+// another state folder running to the end.
+const maxForeign = 3
+
+// faultForeign copies into the soak's state folder the record of a server
+// that procfleet started from another state folder (`procfleet apply` in
+// a project of its own, under run/: a real process, a real record, valid
+// in every way but its stateDir binding), as a copied project would:
+// either over a running server's record or as the record of a spare
+// server not declared now. The record is foreign (rule 7): moved aside
+// (.foreign-<time>) when read, never acted on; the other folder's server
+// must receive no signal until the soak's own end (then `procfleet down`
+// in its folder stops it, which also shows that folder still owns it).
+// A running server whose record was replaced may lose the proof that it
+// is procfleet's (a restart of up then finds no record of it): it is
+// tainted, as for corrupt.
+func (h *harness) faultForeign(ctx context.Context) bool {
+	h.exclusive.RLock()
+	defer h.exclusive.RUnlock()
+	// Each fault gets its own folder: the number is taken under the lock.
+	h.mu.Lock()
+	n := h.counts["foreignTaken"]
+	h.counts["foreignTaken"]++
+	h.mu.Unlock()
+	if n >= maxForeign {
+		return false
+	}
+	overRunning := h.intn(2) == 0
+	s := h.pick(func(s *server) bool {
+		if overRunning {
+			return s.declared && s.grabber == nil && !taintedAlive(s)
+		}
+		return !s.declared && s.grabber == nil
+	})
+	if s == nil {
+		return false
+	}
+	defer h.release(s)
+	var p proc
+	if overRunning {
+		var ok bool
+		if p, ok = h.instance(s); !ok {
+			return false
+		}
+	} else if _, err := os.Stat(h.recordPath(s.name)); err == nil || len(h.instances(s)) > 0 {
+		return false // its stop is not over yet
+	}
+	f := &foreignServer{name: s.name, dir: filepath.Join(h.run, fmt.Sprintf("foreign-%d", n))}
+	f.sigFile = filepath.Join(f.dir, "signals")
+	fleetDir := filepath.Join(f.dir, "fleet")
+	if err := os.MkdirAll(fleetDir, 0o700); err != nil {
+		h.violation("foreign: %v", err)
+		return false
+	}
+	doc := fmt.Sprintf("apiVersion: procfleet.dev/v1alpha1\nkind: Server\nmetadata: {name: %s}\nspec:\n  command: [%q, \"-signals\", %q, \"-stamp\", %q]\n  terminationGracePeriodSeconds: 5\n",
+		s.name, h.server, f.sigFile, filepath.Join(f.dir, "stamp"))
+	if err := os.WriteFile(filepath.Join(fleetDir, s.name+".yaml"), []byte(doc), 0o600); err != nil {
+		h.violation("foreign: %v", err)
+		return false
+	}
+	out, errOut, code := h.procfleet(context.Background(), 60*time.Second, "apply", "--wait", "-f", fleetDir, "--state-dir", filepath.Join(f.dir, "state"))
+	b, err := os.ReadFile(filepath.Join(f.dir, "state", "servers", s.name+".json"))
+	var rec struct {
+		PID int `json:"pid"`
+	}
+	if code != 0 || err != nil || json.Unmarshal(b, &rec) != nil {
+		h.violation("foreign: apply in %s: exit %d, record %v: %s%s", f.dir, code, err, out, errOut)
+		return false
+	}
+	fp, ok := readProc(rec.PID)
+	if !ok || !fp.live() {
+		h.violation("foreign: the server apply started in %s (pid %d) is not running", f.dir, rec.PID)
+		return false
+	}
+	f.proc = fp
+	h.mu.Lock()
+	h.foreigns = append(h.foreigns, f)
+	if overRunning {
+		s.tainted[p.pid] = "foreign"
+	}
+	h.mu.Unlock()
+	tmp := filepath.Join(h.run, "."+s.name+".json.foreign.tmp")
+	if err := os.WriteFile(tmp, b, 0o600); err != nil {
+		h.violation("foreign: %v", err)
+		return false
+	}
+	if err := os.Rename(tmp, h.recordPath(s.name)); err != nil {
+		h.violation("foreign: %v", err)
+		return false
+	}
+	where := "as the record of undeclared " + s.name
+	if overRunning {
+		where = fmt.Sprintf("over the record of %s (pid %d)", s.name, p.pid)
+	}
+	h.journal("foreign: the record of pid %d from %s copied in %s", fp.pid, f.dir, where)
+	return true
+}
+
+// checkForeign checks, before the soak's down, that no server of another
+// state folder was signalled, and after it (after true) stops them with
+// `procfleet down` in their own folders.
+func (h *harness) checkForeign(ctx context.Context, after bool) {
+	h.mu.Lock()
+	fs := append([]*foreignServer(nil), h.foreigns...)
+	h.mu.Unlock()
+	for _, f := range fs {
+		if b, err := os.ReadFile(f.sigFile); err == nil && len(b) > 0 {
+			h.count("strangersSignalled", 1)
+			h.violation("foreign: the server of %s (pid %d) received: %s", f.dir, f.proc.pid, strings.TrimSpace(string(b)))
+		}
+		if !processAlive(f.proc) {
+			h.count("strangersSignalled", 1)
+			h.violation("foreign: the server of %s (pid %d) ended (after the soak's down: %v)", f.dir, f.proc.pid, after)
+			continue
+		}
+		if !after {
+			continue
+		}
+		fleetDir := filepath.Join(f.dir, "fleet")
+		out, errOut, code := h.procfleet(ctx, time.Minute, "down", "-f", fleetDir, "--state-dir", filepath.Join(f.dir, "state"))
+		if code != 0 {
+			h.violation("foreign: down in %s: exit %d: %s%s", f.dir, code, out, errOut)
+		}
+		if _, ok := waitFor(ctx, 10*time.Second, func() bool { return !processAlive(f.proc) }); !ok {
+			h.violation("foreign: pid %d still running after down in its own folder %s", f.proc.pid, f.dir)
+			_ = syscall.Kill(f.proc.pid, syscall.SIGKILL)
+		}
+	}
+	h.setCount("foreignServers", len(fs))
+	if !after {
+		moved, _ := filepath.Glob(filepath.Join(h.state, "servers", "*.json.foreign-*"))
+		h.setCount("foreignMovedAsideBeforeDown", len(moved))
+	}
+}
+
 // processAlive reports whether p still runs (same pid and start time).
 func processAlive(p proc) bool {
 	q, ok := readProc(p.pid)
@@ -1774,8 +1929,8 @@ func (h *harness) checkConverged(ctx context.Context) {
 			h.count("commandLineChangedEvents", bytes.Count(ev, []byte(`"CommandLineChanged"`)))
 		}
 		if len(s.tainted) > 0 {
-			moved, _ := filepath.Glob(h.recordPath(n) + ".corrupt-*")
-			h.count("corruptMovedAside", len(moved))
+			moved := h.movedAside(n)
+			h.count("taintedMovedAside", len(moved))
 			if ok && e.Phase == "Quarantined" && taintedAlive(s) && len(moved) == 0 {
 				if _, err := os.Stat(h.recordPath(n)); err != nil {
 					h.violation("record lost: server %s is Quarantined over a corrupted record, which is neither in place nor moved aside", n)
@@ -1840,6 +1995,7 @@ func (h *harness) downAndCheck(ctx context.Context) {
 			<-u.done
 		}
 	}
+	h.checkForeign(ctx, false)
 	// down while up runs (through its socket); a procfleet whose down
 	// cannot do that yet says the folder is held: then up is stopped first.
 	out, errOut, code := h.procfleet(ctx, 2*time.Minute, "down", "-f", h.fleet, "--state-dir", h.state)
@@ -1876,7 +2032,7 @@ func (h *harness) downAndCheck(ctx context.Context) {
 	byRule, orphans := 0, 0
 	for name, live := range left {
 		s := h.servers[name]
-		moved, _ := filepath.Glob(h.recordPath(name) + ".corrupt-*")
+		moved := h.movedAside(name)
 		for _, p := range live {
 			if _, tainted := s.tainted[p.pid]; tainted && len(moved) > 0 {
 				byRule++
@@ -1890,6 +2046,7 @@ func (h *harness) downAndCheck(ctx context.Context) {
 	h.setCount("orphans", orphans)
 	h.setCount("leftByRule", byRule)
 
+	h.checkForeign(ctx, true)
 	// Strangers: none may have been signalled; then they go.
 	h.mu.Lock()
 	var strangers []*stranger
@@ -2040,6 +2197,14 @@ func (h *harness) cleanup() {
 			if p.live() {
 				_ = syscall.Kill(p.pid, syscall.SIGKILL)
 			}
+		}
+	}
+	h.mu.Lock()
+	foreigns := append([]*foreignServer(nil), h.foreigns...)
+	h.mu.Unlock()
+	for _, f := range foreigns {
+		if processAlive(f.proc) {
+			_ = syscall.Kill(f.proc.pid, syscall.SIGKILL)
 		}
 	}
 	if *flagKeep || h.t.Failed() {
