@@ -65,7 +65,7 @@ func listenSockets(port int) ([]Listener, error) {
 func diagListenSockets(port int) ([]Listener, error) {
 	var out []Listener
 	for _, family := range []uint8{unix.AF_INET, unix.AF_INET6} {
-		entries, err := diagListeners(family)
+		entries, err := diagListeners(family, uint16(port))
 		if err != nil {
 			if family == unix.AF_INET6 && errors.Is(err, unix.EAFNOSUPPORT) {
 				continue

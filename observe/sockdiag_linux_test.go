@@ -159,3 +159,53 @@ func BenchmarkListenSocketsDiag(b *testing.B) {
 		}
 	}
 }
+
+// listenMany opens n loopback listeners, closed when tb ends.
+func listenMany(tb testing.TB, n int) {
+	tb.Helper()
+	for range n {
+		l, err := net.Listen("tcp4", "127.0.0.1:0")
+		if err != nil {
+			tb.Fatal(err)
+		}
+		tb.Cleanup(func() { l.Close() })
+	}
+}
+
+// Among many listeners, a dump asked for one port returns that port's
+// socket alone, from the kernel (idiag_sport) as from the filter after it.
+func TestSockDiagOnePortAmongMany(t *testing.T) {
+	listenMany(t, 50)
+	port := listenPort(t, "tcp4", "127.0.0.1:0")
+	entries, err := diagListeners(unix.AF_INET, uint16(port))
+	if err != nil {
+		t.Fatalf("sock_diag: %v", err)
+	}
+	if len(entries) != 1 || int(entries[0].Local.Port()) != port {
+		t.Errorf("dump for port %d returned %d sockets: %+v", port, len(entries), entries)
+	}
+	all, err := diagListeners(unix.AF_INET, 0)
+	if err != nil {
+		t.Fatalf("sock_diag: %v", err)
+	}
+	if len(all) < 51 {
+		t.Errorf("dump of every port returned %d sockets, want at least the test's 51", len(all))
+	}
+}
+
+// The cost of one port's listeners while 1,000 others listen (a fleet's
+// stop asks this once per server).
+func BenchmarkListenSocketsDiagAmong1000(b *testing.B) {
+	listenMany(b, 1000)
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer l.Close()
+	port := l.Addr().(*net.TCPAddr).Port
+	for b.Loop() {
+		if ls, err := diagListenSockets(port); err != nil || len(ls) != 1 {
+			b.Fatal(ls, err)
+		}
+	}
+}
