@@ -123,6 +123,9 @@ type FleetWatcher struct {
 	resync   chan struct{}
 	reloads  chan chan struct{}
 
+	// loader decodes only the documents that changed since its last read.
+	loader spec.Loader
+
 	mu      sync.Mutex
 	current *spec.Fleet
 	errs    spec.ErrorList
@@ -332,7 +335,7 @@ type readResult struct {
 }
 
 func (w *FleetWatcher) read() readResult {
-	fleet, err := spec.Load(w.paths...)
+	fleet, err := w.loader.Load(w.paths...)
 	if w.afterRead != nil {
 		w.afterRead()
 	}

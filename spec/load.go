@@ -73,6 +73,11 @@ func (f *Fleet) Get(name string) (*Server, bool) {
 // computes its instances and warnings. On any problem it returns a nil
 // Fleet and an ErrorList holding every error found, sorted.
 func Load(paths ...string) (*Fleet, error) {
+	return loadWith(paths, nil)
+}
+
+// loadWith is Load, decoding each document through c when c is not nil.
+func loadWith(paths []string, c *docCache) (*Fleet, error) {
 	if len(paths) == 0 {
 		paths = []string{DefaultFile}
 	}
@@ -91,7 +96,7 @@ func Load(paths ...string) (*Fleet, error) {
 			continue
 		}
 		read = append(read, file)
-		docs, ferrs := parse(file, data)
+		docs, ferrs := c.parse(file, data)
 		errs = append(errs, ferrs...)
 		all = append(all, docs...)
 		if len(all) > MaxServers {
@@ -365,11 +370,23 @@ func parse(file string, data []byte) (docs []docResult, errs ErrorList) {
 	if err != nil {
 		return nil, ErrorList{{File: file, Message: fmt.Sprintf("resolve folder: %v", err), Err: err}}
 	}
+	docs, errs, _, _ = parseDocs(file, base, data, nodeBudget(data), 0)
+	return docs, errs
+}
+
+// nodeBudget is the YAML nodes a file may decode. It grows with the file,
+// so that a small hostile file costs little; a legitimate file has far
+// fewer nodes than 16 per byte.
+func nodeBudget(data []byte) int { return min(maxNodes, 100_000+16*len(data)) }
+
+// parseDocs decodes the documents of data, the first one numbered idx0,
+// charging their nodes to budget. It returns what is left of the budget
+// and how many documents it read (empty ones and other kinds included).
+func parseDocs(file, base string, data []byte, budget, idx0 int) (docs []docResult, errs ErrorList, left, n int) {
 	dec := yaml.NewDecoder(bytes.NewReader(data))
-	// The budget grows with the file, so that a small hostile file costs
-	// little; a legitimate file has far fewer nodes than 16 per byte.
-	budget := min(maxNodes, 100_000+16*len(data))
-	for idx := 0; ; idx++ {
+	idx := idx0
+	defer func() { left, n = budget, idx-idx0 }()
+	for ; ; idx++ {
 		var doc yaml.Node
 		err := decodeNode(dec, &doc)
 		if err == io.EOF {
@@ -408,7 +425,7 @@ func parse(file string, data []byte) (docs []docResult, errs ErrorList) {
 		resolveWorkingDir(&r.server, base)
 		docs = append(docs, r)
 	}
-	return docs, errs
+	return
 }
 
 // decodeNode reads the next document; a panic in the YAML parser (none is
