@@ -306,7 +306,11 @@ func (s *Server) Resolve(own []Var, inherited func(string) (string, bool), unres
 		}
 		out := make([]string, len(in))
 		for i, a := range in {
-			out[i] = Expand(a, lookup, report(fmt.Sprintf("%s[%d]", field, i), none))
+			var rep func(string)
+			if unresolved != nil { // the field's name costs an allocation
+				rep = report(fmt.Sprintf("%s[%d]", field, i), none)
+			}
+			out[i] = Expand(a, lookup, rep)
 		}
 		return out
 	}
