@@ -55,7 +55,15 @@
 //     state folder, over a running server's record or as an undeclared
 //     spare's: foreign (rule 7), moved aside (.foreign-<time>), never acted
 //     on; the other folder's server must get no signal, and `procfleet
-//     down` in its own folder stops it at the end.
+//     down` in its own folder stops it at the end;
+//   - intent: kill -9 the actor (up, or apply while no up runs) between the
+//     intent record and the full record of a spawn, then start up: the
+//     process carrying the intent's token is adopted (same pid, started
+//     once). The window is real: the soak builds procfleet with
+//     -tags procfleet_testhooks, whose actor, given
+//     PROCFLEET_TESTHOOK_PAUSE_AFTER_SPAWN=<server>=<file>, writes the
+//     spawned pid to <file> and blocks right after the spawn (off with
+//     -soak.procfleet).
 //
 // The faults end with a final burst (SIGKILL to a third of the running
 // servers, at most 10, at once); convergence is measured from there, per

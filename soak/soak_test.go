@@ -345,7 +345,9 @@ func (h *harness) build() {
 	}
 	_, file, _, _ := runtime.Caller(0)
 	repo := filepath.Dir(filepath.Dir(file))
-	cmd := exec.Command("go", "build", "-o", h.bin, "./cmd/procfleet")
+	// The tag compiles in the pause between the intent record and the full
+	// one that the "intent" fault uses (actuate/testhook_pause_linux.go).
+	cmd := exec.Command("go", "build", "-tags", "procfleet_testhooks", "-o", h.bin, "./cmd/procfleet")
 	cmd.Dir = repo
 	if out, err := cmd.CombinedOutput(); err != nil {
 		h.t.Fatalf("build procfleet: %v\n%s", err, out)
@@ -505,7 +507,10 @@ spec:
 `, s.name, s.launch, s.name, strings.Join(quoted, ", "), s.port, h.secret, s.edits))
 }
 
-func (h *harness) startUp() {
+func (h *harness) startUp() { h.startUpEnv(nil) }
+
+// startUpEnv starts `procfleet up` with env added to the soak's own.
+func (h *harness) startUpEnv(env []string) {
 	h.mu.Lock()
 	h.upRuns++
 	n := h.upRuns
@@ -517,6 +522,9 @@ func (h *harness) startUp() {
 	}
 	defer f.Close()
 	cmd := exec.Command(h.bin, "up", "-f", h.fleet, "--state-dir", h.state)
+	if env != nil {
+		cmd.Env = append(os.Environ(), env...)
+	}
 	cmd.Stdout, cmd.Stderr = f, f
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
@@ -969,6 +977,7 @@ func (h *harness) chaos(ctx context.Context) {
 		{"exec", 2, h.faultExecEdit},
 		{"pgid", 1, h.faultPGID},
 		{"foreign", 1, h.faultForeign},
+		{"intent", 1, h.faultIntent},
 	}
 	enabled := map[string]bool{}
 	for _, k := range strings.Split(*flagFaults, ",") {
@@ -980,6 +989,17 @@ func (h *harness) chaos(ctx context.Context) {
 			faults[i].weight = 0
 		}
 		total += faults[i].weight
+	}
+	if *flagBinary != "" {
+		for i := range faults {
+			if faults[i].kind == "intent" && faults[i].weight > 0 {
+				// The pause it needs is compiled in only by the soak's
+				// own build.
+				h.logf("fault intent off: -soak.procfleet names a binary the soak did not build")
+				total -= faults[i].weight
+				faults[i].weight = 0
+			}
+		}
 	}
 	if total == 0 {
 		h.t.Fatalf("-soak.faults=%q enables no known fault", *flagFaults)
@@ -1507,6 +1527,163 @@ func (h *harness) faultPGID(ctx context.Context) bool {
 		return false
 	}
 	h.journal("pgid: record of %s (pid %d) names pgid %d, the group of stranger pid %d (member pid %d)", s.name, p.pid, st.pid, st.pid, st.member.pid)
+	return true
+}
+
+// faultIntent kills -9 the actor (`up`, or `apply` while no up runs)
+// between the intent record and the full record of a spawn, then starts up
+// again: rule 8, the intent record resolved by the instance token, the
+// process adopted (same pid), never started a second time, nothing left
+// unrecorded. The window is made real by the pause compiled into the
+// soak's procfleet (-tags procfleet_testhooks,
+// actuate/testhook_pause_linux.go): the actor started with
+// PROCFLEET_TESTHOOK_PAUSE_AFTER_SPAWN=<server>=<file> writes the spawned
+// pid to <file> right after the spawn, with the intent record on disk,
+// and blocks there until the soak kills it. To make the actor spawn the
+// server, the soak kills up and the server's process first.
+func (h *harness) faultIntent(ctx context.Context) bool {
+	h.exclusive.Lock()
+	defer h.exclusive.Unlock()
+	if ctx.Err() != nil {
+		return false
+	}
+	s := h.pick(func(s *server) bool {
+		return s.declared && s.grabber == nil && !taintedAlive(s) && s.kills < maxKills
+	})
+	if s == nil {
+		return false
+	}
+	defer h.release(s)
+	old, ok := h.instance(s)
+	if !ok {
+		return false
+	}
+	actor := "up"
+	if h.intn(2) == 0 {
+		actor = "apply"
+	}
+	h.mu.Lock()
+	u := h.up
+	n := h.counts["intentTaken"]
+	h.counts["intentTaken"]++
+	h.mu.Unlock()
+	if err := syscall.Kill(u.cmd.Process.Pid, syscall.SIGKILL); err != nil {
+		h.violation("intent: kill up: %v", err)
+		return false
+	}
+	select {
+	case <-u.done:
+	case <-time.After(10 * time.Second):
+		h.violation("intent: up pid %d still alive 10 s after SIGKILL", u.cmd.Process.Pid)
+	}
+	_ = syscall.Kill(old.pid, syscall.SIGKILL)
+	h.mu.Lock()
+	s.kills++
+	h.mu.Unlock()
+	waitFor(ctx, 10*time.Second, func() bool { return !processAlive(old) })
+	h.journal("intent: killed up pid %d and %s pid %d; the actor is %s", u.cmd.Process.Pid, s.name, old.pid, actor)
+
+	pauseFile := filepath.Join(h.run, fmt.Sprintf("intent-%d.pid", n))
+	hook := "PROCFLEET_TESTHOOK_PAUSE_AFTER_SPAWN=" + s.name + "=" + pauseFile
+	var actorDone <-chan struct{}
+	var actorPID int
+	var actorLog string
+	if actor == "up" {
+		h.startUpEnv([]string{hook})
+		h.mu.Lock()
+		actorDone, actorPID, actorLog = h.up.done, h.up.cmd.Process.Pid, h.up.log
+		h.mu.Unlock()
+	} else {
+		actorLog = filepath.Join(h.run, fmt.Sprintf("intent-%d-apply.log", n))
+		lf, err := os.OpenFile(actorLog, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+		if err != nil {
+			h.violation("intent: %v", err)
+			h.startUp()
+			return false
+		}
+		cmd := exec.Command(h.bin, "apply", "-f", h.fleet, "--state-dir", h.state)
+		cmd.Env = append(os.Environ(), hook)
+		cmd.Stdout, cmd.Stderr = lf, lf
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		err = cmd.Start()
+		_ = lf.Close()
+		if err != nil {
+			h.violation("intent: start apply: %v", err)
+			h.startUp()
+			return false
+		}
+		done := make(chan struct{})
+		go func() { _ = cmd.Wait(); close(done) }()
+		actorDone, actorPID = done, cmd.Process.Pid
+	}
+	var paused int
+	_, ok = waitFor(context.Background(), 30*time.Second, func() bool {
+		b, err := os.ReadFile(pauseFile)
+		if err != nil {
+			return false
+		}
+		paused, err = strconv.Atoi(strings.TrimSpace(string(b)))
+		return err == nil
+	})
+	// The window: the intent record (token, no pid) is on disk now.
+	var rec struct {
+		PID      int    `json:"pid"`
+		Instance string `json:"instance"`
+	}
+	b, rerr := os.ReadFile(h.recordPath(s.name))
+	if rerr == nil {
+		rerr = json.Unmarshal(b, &rec)
+	}
+	_ = syscall.Kill(actorPID, syscall.SIGKILL)
+	select {
+	case <-actorDone:
+	case <-time.After(10 * time.Second):
+		h.violation("intent: %s pid %d still alive 10 s after SIGKILL", actor, actorPID)
+	}
+	if !ok {
+		lb, _ := os.ReadFile(actorLog)
+		h.violation("intent: %s never paused after spawning %s within 30 s: %s", actor, s.name, bytes.TrimSpace(lb))
+		h.startUp()
+		return false
+	}
+	if rerr != nil || rec.PID != 0 || rec.Instance == "" {
+		h.violation("intent: at the pause the record of %s is not an intent record (pid %d, instance %q, %v)", s.name, rec.PID, rec.Instance, rerr)
+	}
+	h.journal("intent: %s pid %d killed -9 after spawning %s pid %d (instance %s)", actor, actorPID, s.name, paused, rec.Instance)
+	h.count("intent-"+actor, 1)
+
+	h.startUp()
+	h.mu.Lock()
+	u2 := h.up
+	h.mu.Unlock()
+	var last string
+	d, adopted := waitFor(context.Background(), recoverBound, func() bool {
+		st, err := h.status(context.Background())
+		if err != nil {
+			return false
+		}
+		e, ok := st.get(s.name)
+		if !ok {
+			return false
+		}
+		last = fmt.Sprintf("%s ready %v pid %d reason %q %q", e.Phase, e.Ready, e.PID, e.Reason, e.Message)
+		return e.Ready && e.PID == paused && h.recordProblem(s.name, paused) == ""
+	})
+	select {
+	case <-u2.done:
+		lb, _ := os.ReadFile(u2.log)
+		h.violation("intent: the restarted up (pid %d) exited: %s", u2.cmd.Process.Pid, bytes.TrimSpace(lb))
+		h.startUp()
+	default:
+	}
+	if last, ok := h.lastStart(s); !ok || last != paused {
+		h.violation("intent: %s started again after the intent record: last start pid %d (running %v), want the paused spawn pid %d", s.name, last, ok, paused)
+	}
+	if !adopted {
+		h.violation("intent: %s's spawn pid %d not adopted within %s after %s was killed between intent and record: %s", s.name, paused, recoverBound, actor, last)
+		return true
+	}
+	h.recovered("intent-to-adopted", d)
 	return true
 }
 
