@@ -1,16 +1,17 @@
 package observe
 
 import (
+	"bytes"
 	"errors"
-	"os"
 	"sync"
 
 	"golang.org/x/sys/unix"
 )
 
-// kmsgMaxRecords bounds one read of the kernel log: the ring buffer holds a
+// kmsgMaxRecords bounds the records one look reads: the ring buffer holds a
 // few thousand records on a default kernel (128 KiB to 1 MiB); more than
-// this many is not a log procfleet can afford to read for one exit.
+// this many is not a log procfleet can afford to read for one exit (the
+// next look reads on from there).
 const kmsgMaxRecords = 100_000
 
 // atClkTck is AT_CLKTCK (include/uapi/linux/auxvec.h), absent from x/sys.
@@ -36,31 +37,94 @@ var clockTicks = sync.OnceValue(func() uint64 {
 // the same pid). It returns that line. false when there is none, and when
 // the log cannot be read (it needs root or CAP_SYSLOG where
 // kernel.dmesg_restrict is 1): no line, no claim.
+//
+// The log is read once: the first call reads it from its oldest record,
+// later calls only what was logged since (kernelLog), so a look after an
+// exit costs a read or two, not a read per record of the whole log.
 func KernelOOMKill(pid int, startTime uint64) (string, bool) {
-	f, err := os.OpenFile("/dev/kmsg", os.O_RDONLY|unix.O_NONBLOCK, 0)
-	if err != nil {
-		return "", false
+	return klog.oomKill(pid, startTime*(1_000_000/clockTicks()))
+}
+
+// kmsgMaxOOMs bounds the OOM killer's lines kept: each is a process killed;
+// a look comes right after the exit it is about, so only recent ones matter.
+const kmsgMaxOOMs = 256
+
+// klog is the process's one reader of the kernel log.
+var klog kernelLog
+
+// kernelLog reads /dev/kmsg on from where its last look stopped (the
+// descriptor stays open: its position is the kernel's sequence number,
+// which lseek cannot restore) and keeps the OOM killer's lines it saw.
+// Records the ring buffer dropped before they were read are skipped
+// (EPIPE); a descriptor that fails otherwise is closed and the next look
+// reads the log again from its oldest record.
+type kernelLog struct {
+	mu   sync.Mutex
+	fd   int // open on /dev/kmsg when open is true
+	open bool
+	buf  []byte
+	ooms []oomLine // oldest first
+}
+
+type oomLine struct {
+	pid  int
+	usec uint64
+	msg  string
+}
+
+func (k *kernelLog) oomKill(pid int, startUsec uint64) (string, bool) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.readNew()
+	for i := len(k.ooms) - 1; i >= 0; i-- {
+		if l := k.ooms[i]; l.pid == pid && l.usec >= startUsec {
+			return l.msg, true
+		}
 	}
-	defer f.Close()
-	fd := int(f.Fd())
-	startUsec := startTime * (1_000_000 / clockTicks())
-	buf := make([]byte, 8192)
-	found := ""
+	return "", false
+}
+
+// readNew reads the records logged since the last look, at most
+// kmsgMaxRecords of them (the rest are read by the next look).
+func (k *kernelLog) readNew() {
+	if !k.open {
+		// A plain descriptor, not an *os.File: reads must not block, and
+		// the runtime's poller has no business with it.
+		fd, err := unix.Open("/dev/kmsg", unix.O_RDONLY|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return
+		}
+		k.fd, k.open = fd, true
+		if k.buf == nil {
+			k.buf = make([]byte, 8192)
+		}
+	}
 	for range kmsgMaxRecords {
-		n, err := unix.Read(fd, buf)
+		n, err := unix.Read(k.fd, k.buf)
 		switch {
 		case errors.Is(err, unix.EINTR), errors.Is(err, unix.EPIPE):
-			continue // EPIPE: a record was overwritten while read; go on
+			continue // EPIPE: a record was overwritten before it was read; go on
+		case errors.Is(err, unix.EAGAIN):
+			return // read to the end
 		case err != nil || n <= 0:
-			return found, found != ""
+			_ = unix.Close(k.fd)
+			k.open = false
+			return
 		}
-		rec, err := parseKmsg(buf[:n])
-		if err != nil || rec.Usec < startUsec {
+		if !bytes.Contains(k.buf[:n], killedProcess) {
 			continue
 		}
-		if p, ok := oomKilledPID(rec.Msg); ok && p == pid {
-			found = rec.Msg
+		rec, err := parseKmsg(k.buf[:n])
+		if err != nil {
+			continue
+		}
+		if p, ok := oomKilledPID(rec.Msg); ok {
+			if len(k.ooms) == kmsgMaxOOMs {
+				k.ooms = append(k.ooms[:0], k.ooms[1:]...)
+			}
+			k.ooms = append(k.ooms, oomLine{pid: p, usec: rec.Usec, msg: rec.Msg})
 		}
 	}
-	return found, found != ""
 }
+
+var killedProcess = []byte(oomMarker)

@@ -124,16 +124,18 @@ func parseKmsg(b []byte) (kmsgRecord, error) {
 	return kmsgRecord{Usec: usec, Msg: string(msg)}, nil
 }
 
+// oomMarker precedes the killed pid in the OOM killer's report line.
+const oomMarker = "Killed process "
+
 // oomKilledPID reads the pid out of the OOM killer's report line, as
 // mm/oom_kill.c prints it: "Out of memory: Killed process 1234 (name) ..."
 // or "Memory cgroup out of memory: Killed process 1234 (name) ...".
 func oomKilledPID(msg string) (int, bool) {
-	const marker = "Killed process "
-	i := strings.Index(msg, marker)
+	i := strings.Index(msg, oomMarker)
 	if i < 0 || !strings.Contains(msg[:i], "out of memory") && !strings.Contains(msg[:i], "Out of memory") {
 		return 0, false
 	}
-	rest := msg[i+len(marker):]
+	rest := msg[i+len(oomMarker):]
 	num, after, ok := strings.Cut(rest, " ")
 	if !ok || !strings.HasPrefix(after, "(") {
 		return 0, false
