@@ -302,7 +302,7 @@ func (a *Actuator) Spawn(ctx context.Context, req StartRequest) (*Running, error
 	} else {
 		log.V(1).Info("Membership is the session", "why", why)
 	}
-	if err := a.Dir.WriteRecord(intent); err != nil {
+	if err := a.Dir.writeIntent(intent); err != nil {
 		closeFiles()
 		dropCgroup()
 		return nil, &StartError{Name: req.Name, Reason: ReasonFailed, ExitCode: -1, Message: "write intent record", Err: err}
@@ -331,7 +331,7 @@ func (a *Actuator) Spawn(ctx context.Context, req StartRequest) (*Running, error
 		dropCgroup()
 		sc = nil
 		intent.Cgroup = ""
-		if werr := a.Dir.WriteRecord(intent); werr != nil {
+		if werr := a.Dir.writeIntent(intent); werr != nil {
 			closeFiles()
 			_ = a.Dir.RemoveRecord(req.Name)
 			return nil, &StartError{Name: req.Name, Reason: ReasonFailed, ExitCode: -1, Message: "write intent record", Err: werr}

@@ -35,7 +35,13 @@
 //     one. Version 1 records are read as before.
 //   - A spawn writes an intent record (name, token, cgroup; no pid) before
 //     the exec and the full record right after it; a crash in between
-//     leaves the token on disk (ResolveIntent).
+//     leaves the token on disk (ResolveIntent). The intent record's data is
+//     synced before its rename; the folder is synced once, after the full
+//     record's rename (a crash of the machine before it ends the process
+//     too).
+//   - A removal is not synced: a record a crash of the machine brings back
+//     names a process of an earlier boot (stale or reused: removed without
+//     a signal).
 //   - Read with O_NOFOLLOW and O_NONBLOCK, then fstat of the opened file:
 //     trusted only when it is a regular file owned by the effective uid that
 //     neither group nor others may write, that parses, names the server it

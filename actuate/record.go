@@ -124,6 +124,21 @@ func ParseRecord(name string, data []byte) (Record, error) {
 // (mode 0600), write, fsync, rename over the record, fsync the folder. A
 // reader sees the old record or the new one, never a part.
 func (d *StateDir) WriteRecord(r Record) error {
+	return d.writeRecord(r, true)
+}
+
+// writeIntent writes an intent record as WriteRecord does but for the
+// fsync of the folder, which Spawn leaves to the full record written right
+// after the exec: that fsync makes the folder durable with the last rename
+// in it. The intent record is complete wherever it is seen (its data is
+// synced before the rename), and every process sees it before the exec.
+// Only a crash of the machine can lose the rename, and that crash ends the
+// process the record would have named.
+func (d *StateDir) writeIntent(r Record) error {
+	return d.writeRecord(r, false)
+}
+
+func (d *StateDir) writeRecord(r Record, syncFolder bool) error {
 	if err := checkName(r.Name); err != nil {
 		return fmt.Errorf("write record: %w", err)
 	}
@@ -141,14 +156,15 @@ func (d *StateDir) WriteRecord(r Record) error {
 	}
 	data = append(data, '\n')
 	dir := filepath.Join(d.Path, serversDir)
-	if err := writeFileAtomic(dir, r.Name+recordExt, data); err != nil {
+	if err := writeFileAtomic(dir, r.Name+recordExt, data, syncFolder); err != nil {
 		return fmt.Errorf("write record of server %s: %w", r.Name, err)
 	}
 	return nil
 }
 
-// writeFileAtomic writes dir/name through a temp file in dir.
-func writeFileAtomic(dir, name string, data []byte) (err error) {
+// writeFileAtomic writes dir/name through a temp file in dir, synced before
+// it is renamed over dir/name; syncFolder then syncs dir.
+func writeFileAtomic(dir, name string, data []byte, syncFolder bool) (err error) {
 	f, err := os.CreateTemp(dir, "."+name+tempInfix+"*")
 	if err != nil {
 		return err
@@ -179,6 +195,9 @@ func writeFileAtomic(dir, name string, data []byte) (err error) {
 		return err
 	}
 	renamed = true
+	if !syncFolder {
+		return nil
+	}
 	return syncDir(dir)
 }
 
@@ -449,6 +468,10 @@ func (d *StateDir) records(act untrustedAction) RecordSet {
 }
 
 // RemoveRecord removes a server's record; a missing record is not an error.
+// The removal is not synced to disk: a record that a crash of the machine
+// brings back names a process of an earlier boot, which Verify finds stale
+// or reused (another boot id) and removes without a signal, and an intent
+// record's token is carried by no process after a reboot (ResolveIntent).
 func (d *StateDir) RemoveRecord(name string) error {
 	if err := checkName(name); err != nil {
 		return fmt.Errorf("remove record: %w", err)
@@ -456,5 +479,5 @@ func (d *StateDir) RemoveRecord(name string) error {
 	if err := os.Remove(d.RecordPath(name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("remove record of server %s: %w", name, err)
 	}
-	return syncDir(filepath.Join(d.Path, serversDir))
+	return nil
 }

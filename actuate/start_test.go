@@ -153,7 +153,8 @@ func TestStartPortConflict(t *testing.T) {
 }
 
 // warmFDs makes the runtime and packages open what they keep open for good
-// (netpoller, pidfd probing) before descriptors are counted.
+// (netpoller, pidfd probing, the kernel log's reader) before descriptors
+// are counted.
 func warmFDs(t *testing.T, a *Actuator) {
 	t.Helper()
 	ctx := testCtx(t)
@@ -166,6 +167,7 @@ func warmFDs(t *testing.T, a *Actuator) {
 	}
 	_ = r.Handle.Close()
 	observe.PortAccepting(ctx, testserver.FreePort(t))
+	observe.KernelOOMKill(0, 0)
 }
 
 func TestStartExitBeforeReady(t *testing.T) {
