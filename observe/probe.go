@@ -21,23 +21,7 @@ const portAcceptingTimeout = 250 * time.Millisecond
 // PortAccepting reports whether something accepts TCP connections on
 // 127.0.0.1:port or [::1]:port. Each connect is bounded by 250 ms (or ctx).
 func PortAccepting(ctx context.Context, port int) bool {
-	ctx, cancel := context.WithTimeout(ctx, portAcceptingTimeout)
-	defer cancel()
-	res := make(chan bool, 2)
-	for _, host := range []string{"127.0.0.1", "::1"} {
-		go func() {
-			var d net.Dialer
-			c, err := d.DialContext(ctx, "tcp", net.JoinHostPort(host, strconv.Itoa(port)))
-			if err == nil {
-				c.Close()
-			}
-			res <- err == nil
-		}()
-	}
-	if <-res {
-		return true
-	}
-	return <-res
+	return portAccepting(ctx, port)
 }
 
 // ProbeHTTP sends GET http://host:port/path (host "" is 127.0.0.1) without
