@@ -322,15 +322,23 @@ func stoppingDependents(name string, desired map[string]Desired, observed map[st
 		if od, ok := desired[other]; ok && od.Server != nil && !od.Held {
 			continue
 		}
-		for _, dep := range oo.DependsOn {
-			if dep == name || isReplicaOf(name, dep) {
-				waiting = append(waiting, other)
-				break
-			}
+		if dependsOnServer(oo.DependsOn, name) {
+			waiting = append(waiting, other)
 		}
 	}
 	sort.Strings(waiting)
 	return waiting
+}
+
+// dependsOnServer reports whether deps (a server's dependsOn) names name,
+// or name's server for a replica.
+func dependsOnServer(deps []string, name string) bool {
+	for _, dep := range deps {
+		if dep == name || isReplicaOf(name, dep) {
+			return true
+		}
+	}
+	return false
 }
 
 func planRunning(a Action, d Desired, o Observed) Action {

@@ -159,7 +159,7 @@ func withHeld(m map[string]Desired, held map[string]bool) map[string]Desired {
 // Rollout when a rolling replace must take its turn), the readiness of
 // its dependencies (every instance of each), and
 // (for a server being stopped: pruned, or held by down, declared false)
-// the other servers still running.
+// the other servers still running that depend on it.
 func (r *Reconciler) observedFor(name string, self Observed, desired map[string]Desired, declared bool) map[string]Observed {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -176,24 +176,29 @@ func (r *Reconciler) observedFor(name string, self Observed, desired map[string]
 		}
 		return m
 	}
+	// The plan of a server being stopped reads no others
+	// (stoppingDependents).
 	m := map[string]Observed{name: self}
 	for n, s := range r.servers {
 		if n == name || s.st.pid == 0 || s.st.phase == PhaseQuarantined {
 			continue
 		}
-		if d, ok := desired[n]; ok && !d.Held && !r.held[n] {
+		d, ok := desired[n]
+		if ok && !d.Held && !r.held[n] {
 			continue
 		}
 		var deps []string
-		if d, ok := desired[n]; ok && d.Server != nil {
+		if ok && d.Server != nil {
 			deps = d.Server.Spec.DependsOn
 		}
-		m[n] = Observed{Ownership: OwnOwned, Tracked: true, DependsOn: deps}
+		if dependsOnServer(deps, name) {
+			m[n] = Observed{Ownership: OwnOwned, Tracked: true, DependsOn: deps}
+		}
 	}
 	// A down stops what it was asked to in dependency order, whether or
 	// not the process was looked at yet.
 	for n, deps := range r.stopping {
-		if _, seen := m[n]; !seen && n != name {
+		if _, seen := m[n]; !seen && n != name && dependsOnServer(deps, name) {
 			m[n] = Observed{Ownership: OwnOwned, Tracked: true, DependsOn: deps}
 		}
 	}
