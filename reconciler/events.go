@@ -65,28 +65,28 @@ const eventRingSize = 64
 // (to <file>.1).
 const maxEventsFile = 256 << 10
 
-// ring is a bounded list of the most recent events.
+// ring is a bounded list of the most recent events. Its buffer grows with
+// the events, up to eventRingSize: most servers have had a few.
 type ring struct {
 	buf  []Event
-	next int
-	full bool
+	next int // where the oldest is, once buf holds eventRingSize
 }
 
 func (r *ring) add(e Event) {
-	if r.buf == nil {
-		r.buf = make([]Event, eventRingSize)
+	if len(r.buf) < eventRingSize {
+		if len(r.buf) == cap(r.buf) {
+			grown := make([]Event, len(r.buf), min(max(2*cap(r.buf), 4), eventRingSize))
+			copy(grown, r.buf)
+			r.buf = grown
+		}
+		r.buf = append(r.buf, e)
+		return
 	}
 	r.buf[r.next] = e
 	r.next = (r.next + 1) % len(r.buf)
-	if r.next == 0 {
-		r.full = true
-	}
 }
 
 func (r *ring) list() []Event {
-	if !r.full {
-		return append([]Event(nil), r.buf[:r.next]...)
-	}
 	out := make([]Event, 0, len(r.buf))
 	out = append(out, r.buf[r.next:]...)
 	return append(out, r.buf[:r.next]...)
