@@ -2,7 +2,9 @@ package spec
 
 import (
 	"bytes"
+	"maps"
 	"path/filepath"
+	"slices"
 	"sync"
 )
 
@@ -90,8 +92,8 @@ func (c *docCache) parse(file string, data []byte) ([]docResult, ErrorList) {
 			}
 			e = &docEntry{docs: got, line: 1, nodes: budget - left, n: n}
 			c.decoded += len(got)
-		}
-		if e.line != p.line || e.idx != idx {
+			e.move(p.line, idx) // its own: moved in place
+		} else if e.line != p.line || e.idx != idx {
 			e = e.moved(p.line, idx)
 		}
 		c.next[k] = e
@@ -105,24 +107,30 @@ func (c *docCache) parse(file string, data []byte) ([]docResult, ErrorList) {
 	return docs, nil
 }
 
-// moved is e for its part found at line with its first document at idx.
+// moved is a copy of e for its part found at line with its first
+// document at idx: e's documents are in fleets already.
 func (e *docEntry) moved(line, idx int) *docEntry {
 	m := *e
-	m.line, m.idx = line, idx
-	m.docs = make([]docResult, len(e.docs))
+	m.docs = slices.Clone(e.docs)
+	for i := range m.docs {
+		m.docs[i].server.Source.Fields = maps.Clone(e.docs[i].server.Source.Fields)
+	}
+	m.move(line, idx)
+	return &m
+}
+
+// move moves e's lines and indexes in place to line and idx.
+func (e *docEntry) move(line, idx int) {
 	dl, di := line-e.line, idx-e.idx
-	for i, r := range e.docs {
-		src := &r.server.Source
+	e.line, e.idx = line, idx
+	for i := range e.docs {
+		src := &e.docs[i].server.Source
 		src.Line += dl
 		src.Doc += di
-		fields := make(map[string]int, len(src.Fields))
-		for f, l := range src.Fields {
-			fields[f] = l + dl
+		for f := range src.Fields {
+			src.Fields[f] += dl
 		}
-		src.Fields = fields
-		m.docs[i] = r
 	}
-	return &m
 }
 
 // docPart is a part of a file as splitDocs cuts it.
