@@ -87,6 +87,7 @@ pid of the first.`,
 
 // runUp runs up; with attach set (non-nil) the servers' output goes there.
 func runUp(ctx context.Context, opts *globalOptions, attach, stderr io.Writer, downOnExit bool, metricsAddr, uiAddr string) error {
+	defer upRuntime()()
 	// The files first: up with no fleet file, or with files that do not
 	// load, fails before it creates or locks anything.
 	if _, err := spec.Load(opts.FleetPaths()...); err != nil {
