@@ -1477,9 +1477,12 @@ const maxGroupStrangers = 3
 // receive no signal to the end of the run, down included.
 func (h *harness) faultPGID(ctx context.Context) bool {
 	h.mu.Lock()
-	groups := h.counts["strangers-group"]
+	taken := h.counts["pgidTaken"] < maxGroupStrangers
+	if taken {
+		h.counts["pgidTaken"]++
+	}
 	h.mu.Unlock()
-	if groups >= maxGroupStrangers {
+	if !taken {
 		return false
 	}
 	s := h.pick(func(s *server) bool { return s.declared && s.grabber == nil && !taintedAlive(s) })
