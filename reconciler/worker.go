@@ -716,6 +716,10 @@ func (r *Reconciler) apply(ctx context.Context, s *server, d Desired, a Action, 
 			if err := r.change(s, func(st *state) ([]Event, error) { return st.lift(s.name, a.Lifted, now) }); err != nil {
 				return Result{}, err
 			}
+		} else {
+			// Lifted at the first look of this process (a fresh up, an
+			// apply): no phase to leave, the event still says it.
+			r.event(Event{Server: s.name, Type: EventNormal, Reason: ReasonQuarantineLifted, Message: a.Lifted})
 		}
 	}
 	// 4. The action.
