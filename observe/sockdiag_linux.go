@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"sync"
 	"sync/atomic"
 
 	"golang.org/x/sys/unix"
@@ -20,6 +21,14 @@ const (
 	inetDiagReqLen = 56 // struct inet_diag_req_v2
 	inetDiagMsgLen = 72 // struct inet_diag_msg
 )
+
+// diagBufs holds receive buffers of diagRecvSize: a stop asks about its
+// port once, and a fleet's stops would otherwise allocate and clear one
+// each time.
+var diagBufs = sync.Pool{New: func() any { b := make([]byte, diagRecvSize); return &b }}
+
+// diagRecvSize is the netlink receive buffer, as large as iproute2's.
+const diagRecvSize = 32 << 10
 
 // sockDiagBroken is set when sock_diag is unavailable (no inet_diag module,
 // a seccomp filter); /proc/net/tcp is used from then on.
@@ -52,7 +61,9 @@ func diagListeners(family uint8, port uint16) ([]netEntry, error) {
 	if err := unix.Sendto(fd, req, 0, &unix.SockaddrNetlink{Family: unix.AF_NETLINK}); err != nil {
 		return nil, fmt.Errorf("sock_diag send: %w", err)
 	}
-	buf := make([]byte, 32<<10)
+	bp := diagBufs.Get().(*[]byte)
+	defer diagBufs.Put(bp)
+	buf := *bp
 	var out []netEntry
 	for {
 		n, _, err := unix.Recvfrom(fd, buf, 0)
