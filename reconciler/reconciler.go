@@ -857,21 +857,34 @@ func (r *Reconciler) Converge(ctx context.Context, opts ConvergeOptions) (Status
 // servers that failed or are still pending (with ctx's error), each with
 // its phase summary, and what settled found beyond it (why).
 func (r *Reconciler) waitSettled(ctx context.Context, names []string, since uint64, began time.Time, mode settleMode) (bad, why map[string]string, cause error) {
+	// Each change re-judges only the servers not done at the last look (a
+	// fleet's down would otherwise judge the whole fleet, under r.mu, at
+	// each of its servers' changes); once none is left, all of them are
+	// judged again, so that the answer is one look at all.
+	judge := names
 	for {
 		ch := r.Changes()
-		verdicts := r.settledAll(names, since, began, mode)
-		pending := 0
-		for _, v := range verdicts {
+		verdicts := r.settledAll(judge, since, began, mode)
+		var pending []string
+		for n, v := range verdicts {
 			if !v.done {
-				pending++
+				pending = append(pending, n)
 			}
 		}
-		if pending > 0 {
+		if len(pending) == 0 && len(judge) < len(names) {
+			judge = names
+			continue
+		}
+		if len(pending) > 0 {
 			select {
 			case <-ch:
+				judge = pending
 				continue
 			case <-ctx.Done():
 				cause = ctx.Err()
+				if len(judge) < len(names) {
+					verdicts = r.settledAll(names, since, began, mode)
+				}
 			}
 		}
 		st := r.Status()
