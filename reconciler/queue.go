@@ -75,7 +75,7 @@ func processNext(ctx context.Context, q queue, log logr.Logger, fn reconcileFunc
 		return false
 	}
 	defer q.Done(name)
-	rlog := log.WithValues("server", name, "reconcileID", nextReconcileID())
+	rlog := passLogger(log, "server", name, "reconcileID", nextReconcileID())
 	res, err := safeReconcile(logr.NewContext(ctx, rlog), fn, name)
 	var terminal *TerminalError
 	switch {
