@@ -25,9 +25,9 @@ type Handle struct {
 	closed   bool
 	watchers map[*ExitWatcher]struct{}
 
-	waitOnce sync.Once
-	exitCh   chan struct{} // closed by the waiter goroutine
-	waitErr  error         // set before exitCh is closed
+	waiting atomic.Bool   // a waiter runs: the first Wait's call or goroutine
+	exitCh  chan struct{} // closed by the waiter
+	waitErr error         // set before exitCh is closed
 
 	sys handleSys
 }
@@ -95,10 +95,11 @@ func (h *Handle) Close() error {
 }
 
 // Wait blocks until the pinned process exits (nil) or ctx is done
-// (ctx.Err()). Pidfd and kqueue handles park a goroutine on the runtime's
-// poller (no OS thread, no polling); PinNone handles poll with backoff from
-// 10 ms to 500 ms. It returns an error wrapping os.ErrClosed when the handle
-// is closed.
+// (ctx.Err()). Pidfd and kqueue handles park one waiter on the runtime's
+// poller (no OS thread, no polling), shared by every Wait: the first
+// Wait's own goroutine when its ctx can never be done, else a goroutine of
+// its own. PinNone handles poll with backoff from 10 ms to 500 ms. It
+// returns an error wrapping os.ErrClosed when the handle is closed.
 func (h *Handle) Wait(ctx context.Context) error {
 	if h.Exited() {
 		return nil
@@ -106,28 +107,38 @@ func (h *Handle) Wait(ctx context.Context) error {
 	if h.mode == PinNone {
 		return h.pollWait(ctx)
 	}
-	h.waitOnce.Do(func() {
-		go func() {
-			// This goroutine ends when the process exits or the handle is
-			// closed.
-			err := h.sysWaitExit()
-			if err == nil {
-				h.exitedSeen.Store(true)
-			} else if h.isClosed() {
-				err = fmt.Errorf("wait for pid %d: %w", h.pid, os.ErrClosed)
-			} else {
-				err = fmt.Errorf("wait for pid %d: %w", h.pid, err)
-			}
-			h.waitErr = err
-			close(h.exitCh)
-		}()
-	})
+	if h.waiting.CompareAndSwap(false, true) {
+		if ctx.Done() == nil {
+			// Nothing can end this call but the exit or Close: it is the
+			// waiter (an actuator's reaper per child saves a goroutine).
+			h.waitExit()
+			return h.waitErr
+		}
+		// This goroutine ends when the process exits or the handle is
+		// closed.
+		go h.waitExit()
+	}
 	select {
 	case <-h.exitCh:
 		return h.waitErr
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+}
+
+// waitExit waits for the exit or the handle's close, then sets waitErr and
+// closes exitCh.
+func (h *Handle) waitExit() {
+	err := h.sysWaitExit()
+	if err == nil {
+		h.exitedSeen.Store(true)
+	} else if h.isClosed() {
+		err = fmt.Errorf("wait for pid %d: %w", h.pid, os.ErrClosed)
+	} else {
+		err = fmt.Errorf("wait for pid %d: %w", h.pid, err)
+	}
+	h.waitErr = err
+	close(h.exitCh)
 }
 
 // Backoff bounds for unpinned polling.
