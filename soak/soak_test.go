@@ -717,6 +717,17 @@ func (h *harness) recordPath(name string) string {
 	return filepath.Join(h.state, "servers", name+".json")
 }
 
+// replaceRecord puts b in place of server name's record atomically (a
+// temp file of mode 0600, renamed over it), as a careful hand edit or a
+// copy does: nothing but the content gives it away.
+func (h *harness) replaceRecord(name string, b []byte) error {
+	tmp := filepath.Join(h.run, "."+name+".json.tmp")
+	if err := os.WriteFile(tmp, b, 0o600); err != nil {
+		return err
+	}
+	return os.Rename(tmp, h.recordPath(name))
+}
+
 // movedAside lists the records of server name that procfleet moved aside:
 // untrusted (.corrupt-<time>) or foreign (.foreign-<time>).
 func (h *harness) movedAside(name string) []string {
@@ -1328,6 +1339,21 @@ func (h *harness) faultAddRemove(ctx context.Context) bool {
 	return true
 }
 
+// killUp SIGKILLs up and waits (bounded) for its end; false (a
+// violation) when it cannot be signalled.
+func (h *harness) killUp(fault string, u *upProc) bool {
+	if err := syscall.Kill(u.cmd.Process.Pid, syscall.SIGKILL); err != nil {
+		h.violation("%s: kill up: %v", fault, err)
+		return false
+	}
+	select {
+	case <-u.done:
+	case <-time.After(10 * time.Second):
+		h.violation("%s: up pid %d still alive 10 s after SIGKILL", fault, u.cmd.Process.Pid)
+	}
+	return true
+}
+
 func (h *harness) faultKillUp(ctx context.Context) bool {
 	h.exclusive.Lock()
 	defer h.exclusive.Unlock()
@@ -1346,16 +1372,10 @@ func (h *harness) faultKillUp(ctx context.Context) bool {
 	}
 	u := h.up
 	h.mu.Unlock()
-	if err := syscall.Kill(u.cmd.Process.Pid, syscall.SIGKILL); err != nil {
-		h.violation("killup: %v", err)
+	if !h.killUp("killup", u) {
 		return false
 	}
 	h.journal("killup: SIGKILL up pid %d (%d servers running)", u.cmd.Process.Pid, len(snap))
-	select {
-	case <-u.done:
-	case <-time.After(10 * time.Second):
-		h.violation("killup: up pid %d still alive 10 s after SIGKILL", u.cmd.Process.Pid)
-	}
 	time.Sleep(h.between(0, 1500*time.Millisecond)) // how long up stays down
 	restarted := time.Now()
 	h.startUp()
@@ -1520,12 +1540,7 @@ func (h *harness) faultPGID(ctx context.Context) bool {
 	h.mu.Lock()
 	s.tainted[p.pid] = "pgid"
 	h.mu.Unlock()
-	tmp := filepath.Join(h.run, "."+s.name+".json.tmp")
-	if err := os.WriteFile(tmp, nb, 0o600); err != nil {
-		h.violation("pgid: %v", err)
-		return false
-	}
-	if err := os.Rename(tmp, path); err != nil {
+	if err := h.replaceRecord(s.name, nb); err != nil {
 		h.violation("pgid: %v", err)
 		return false
 	}
@@ -1570,14 +1585,8 @@ func (h *harness) faultIntent(ctx context.Context) bool {
 	n := h.counts["intentTaken"]
 	h.counts["intentTaken"]++
 	h.mu.Unlock()
-	if err := syscall.Kill(u.cmd.Process.Pid, syscall.SIGKILL); err != nil {
-		h.violation("intent: kill up: %v", err)
+	if !h.killUp("intent", u) {
 		return false
-	}
-	select {
-	case <-u.done:
-	case <-time.After(10 * time.Second):
-		h.violation("intent: up pid %d still alive 10 s after SIGKILL", u.cmd.Process.Pid)
 	}
 	_ = syscall.Kill(old.pid, syscall.SIGKILL)
 	h.mu.Lock()
@@ -1771,12 +1780,7 @@ func (h *harness) faultForeign(ctx context.Context) bool {
 		s.tainted[p.pid] = "foreign"
 	}
 	h.mu.Unlock()
-	tmp := filepath.Join(h.run, "."+s.name+".json.foreign.tmp")
-	if err := os.WriteFile(tmp, b, 0o600); err != nil {
-		h.violation("foreign: %v", err)
-		return false
-	}
-	if err := os.Rename(tmp, h.recordPath(s.name)); err != nil {
+	if err := h.replaceRecord(s.name, b); err != nil {
 		h.violation("foreign: %v", err)
 		return false
 	}

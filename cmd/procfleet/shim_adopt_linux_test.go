@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -79,7 +80,7 @@ func fleetProcesses(dir string, skip ...int) []string {
 	var left []string
 	for _, e := range ents {
 		pid, err := strconv.Atoi(e.Name())
-		if err != nil || pid == os.Getpid() || containsInt(skip, pid) {
+		if err != nil || pid == os.Getpid() || slices.Contains(skip, pid) {
 			continue
 		}
 		cl, _ := os.ReadFile("/proc/" + e.Name() + "/cmdline")
@@ -89,15 +90,6 @@ func fleetProcesses(dir string, skip ...int) []string {
 		}
 	}
 	return left
-}
-
-func containsInt(xs []int, x int) bool {
-	for _, y := range xs {
-		if y == x {
-			return true
-		}
-	}
-	return false
 }
 
 // TestShimAndRetitledAdoptedEditedDowned is issue 13's Done-when item for
