@@ -507,7 +507,8 @@ func (r *Reconciler) serverLocked(name string) *server {
 }
 
 // names returns every server that is declared, remembered, or has a record.
-// A record found untrusted (and moved aside) is posted to its server.
+// A record found untrusted or foreign (and moved aside) is posted to its
+// server.
 func (r *Reconciler) names() []string {
 	set := map[string]bool{}
 	recorded, errs := r.recordNames()
@@ -519,6 +520,11 @@ func (r *Reconciler) names() []string {
 		if errors.As(err, &ue) {
 			set[ue.Name] = true
 			r.post(ue.Name, post{kind: postUntrusted, untrusted: ue})
+			continue
+		}
+		var fe *actuate.ForeignRecordError
+		if errors.As(err, &fe) {
+			r.post(fe.Name, post{kind: postForeign, foreign: fe})
 			continue
 		}
 		r.log.Error(err, "Cannot read a record")

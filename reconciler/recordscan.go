@@ -68,7 +68,10 @@ func (rs *recordScan) names(sd *actuate.StateDir) (names []string, errs []error)
 		if _, err := sd.ReadRecord(name); err != nil {
 			var ue *actuate.UntrustedRecordError
 			var ne *actuate.NewerRecordError
+			var fe *actuate.ForeignRecordError
 			switch {
+			case errors.As(err, &fe):
+				errs = append(errs, err) // moved aside: its server is told
 			case errors.Is(err, fs.ErrNotExist):
 			case errors.As(err, &ue), errors.As(err, &ne):
 				errs = append(errs, err)

@@ -32,6 +32,9 @@ const (
 	// postUntrusted: the server's record was found untrusted and moved
 	// aside.
 	postUntrusted
+	// postForeign: a record from another state folder in place of the
+	// server's was moved aside (foreign.go).
+	postForeign
 )
 
 // post is a result that a goroutine hands to the worker of its server.
@@ -57,6 +60,7 @@ type post struct {
 	learned *LastExit // postExitLearned
 
 	untrusted *actuate.UntrustedRecordError // postUntrusted
+	foreign   *actuate.ForeignRecordError   // postForeign
 }
 
 // post hands p to the worker of server name and marks the server dirty.
@@ -210,6 +214,8 @@ func (r *Reconciler) handlePost(ctx context.Context, s *server, d Desired, p pos
 	switch p.kind {
 	case postUntrusted:
 		return r.untrustedFound(s, p.untrusted)
+	case postForeign:
+		return r.foreignFound(s, p.foreign)
 	case postExitLearned:
 		if p.exitSeq != s.exitSeq {
 			return nil
