@@ -244,6 +244,7 @@ func (a *Actuator) Spawn(ctx context.Context, req StartRequest) (*Running, error
 		return nil, &StartError{Name: req.Name, Reason: ReasonFailed, ExitCode: -1, Message: "empty command"}
 	}
 	log := a.Log.WithValues("server", req.Name)
+	primeKernelLog()
 	if req.Port > 0 {
 		if h := observe.HolderOf(ctx, req.Port); h != nil {
 			msg := fmt.Sprintf("port %d is held by %s", req.Port, h.String())

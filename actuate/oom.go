@@ -2,6 +2,7 @@ package actuate
 
 import (
 	"fmt"
+	"sync"
 
 	"github.com/procfleet/procfleet/observe"
 )
@@ -28,6 +29,12 @@ func OOMEvidence(rec Record) (string, bool) {
 	}
 	return "", false
 }
+
+// primeKernelLog reads the kernel log to its end once, off the caller's
+// way (at the first Spawn), so that the first SIGKILLed server's exit, like
+// every later one, reads only what was logged since (KernelOOMKill) on its
+// way to the restart. No pid is 0: nothing is looked up.
+var primeKernelLog = sync.OnceFunc(func() { go observe.KernelOOMKill(0, 0) })
 
 // ExitMessage says how a server's process ended, for status and events:
 // "exited with code N", or "killed by signal 9 (SIGKILL)", followed, only
