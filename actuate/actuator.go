@@ -222,7 +222,8 @@ var testHookAfterSpawn func(pid int)
 //     be moved fails the start, naming it.
 //  3. A fresh instance token is made and, where procfleet can make cgroups
 //     (Membership), a fresh cgroup for the server; an intent record (name,
-//     token, cgroup, no pid) is written.
+//     token, cgroup, no pid) is written (its temp file is written and
+//     synced while steps 1-3 run, and renamed into place after them).
 //  4. argv starts in a new session (setsid: its own session and process
 //     group), straight in its cgroup (clone3 CLONE_INTO_CGROUP: it is
 //     never outside it), with procfleet's environment, then the declared
@@ -245,6 +246,24 @@ func (a *Actuator) Spawn(ctx context.Context, req StartRequest) (*Running, error
 	}
 	log := a.Log.WithValues("server", req.Name)
 	primeKernelLog()
+
+	// The intent record's temp file is written and synced while the port
+	// is checked, the log opened and the cgroup made; it is renamed into
+	// place once they are done, and removed if the spawn goes no further.
+	token := newToken()
+	intent := Record{Version: RecordVersion, Name: req.Name, Instance: token, Port: req.Port, SpecHash: req.SpecHash,
+		StartedAt: a.now().UTC().Truncate(time.Second), Cgroup: a.Dir.serverCgroupPath(req.Name)}
+	if fid, err := a.Dir.folderID(); err == nil {
+		intent.StateDir = &fid
+	}
+	staged := a.Dir.stageIntent(intent)
+	committed := false
+	defer func() {
+		if !committed {
+			staged.discard()
+		}
+	}()
+
 	if req.Port > 0 {
 		if h := observe.HolderOf(ctx, req.Port); h != nil {
 			msg := fmt.Sprintf("port %d is held by %s", req.Port, h.String())
@@ -277,7 +296,6 @@ func (a *Actuator) Spawn(ctx context.Context, req StartRequest) (*Running, error
 		log.Error(err, "Cannot mark inherited descriptors close-on-exec")
 	}
 
-	token := newToken()
 	cgLock := a.cgroupLock(req.Name)
 	cgLock.Lock()
 	sc, why, err := a.Dir.makeServerCgroup(req.Name)
@@ -293,17 +311,21 @@ func (a *Actuator) Spawn(ctx context.Context, req StartRequest) (*Running, error
 			_ = removeCgroup(sc.dir)
 		}
 	}
-	intent := Record{Version: RecordVersion, Name: req.Name, Instance: token, Port: req.Port, SpecHash: req.SpecHash,
-		StartedAt: a.now().UTC().Truncate(time.Second)}
-	if fid, err := a.Dir.folderID(); err == nil {
-		intent.StateDir = &fid
-	}
+	made := ""
 	if sc != nil {
-		intent.Cgroup = sc.path
+		made = sc.path
 	} else {
 		log.V(1).Info("Membership is the session", "why", why)
 	}
-	if err := a.Dir.writeIntent(intent); err != nil {
+	if made == intent.Cgroup {
+		err = staged.commit()
+	} else {
+		staged.discard()
+		intent.Cgroup = made
+		err = a.Dir.writeIntent(intent)
+	}
+	committed = true
+	if err != nil {
 		closeFiles()
 		dropCgroup()
 		return nil, &StartError{Name: req.Name, Reason: ReasonFailed, ExitCode: -1, Message: "write intent record", Err: err}

@@ -125,6 +125,21 @@ func (d *StateDir) makeServerCgroup(name string) (sc *serverCgroup, why string, 
 	return &serverCgroup{path: leaf, dir: ldir, fd: f}, "", nil
 }
 
+// serverCgroupPath is the cgroup makeServerCgroup would make for server
+// name, "" where it would use the session mode for want of cgroups: a
+// guess made before it (Spawn writes the intent record meanwhile), which
+// its result confirms or corrects.
+func (d *StateDir) serverCgroupPath(name string) string {
+	if cgroupsOff() {
+		return ""
+	}
+	cg, err := cgroup2()
+	if err != nil {
+		return ""
+	}
+	return path.Join(cg.Self, cgroupPrefix+d.ID(), name)
+}
+
 // notOurs is why a spawn uses the session mode when the folder cgroup
 // exists but this user may not make cgroups in it: left by another user's
 // procfleet for a folder whose device and inode this one now has (inodes are

@@ -27,6 +27,8 @@ func (d *StateDir) makeServerCgroup(string) (*serverCgroup, string, error) {
 	return nil, "no cgroups on " + runtime.GOOS, nil
 }
 
+func (d *StateDir) serverCgroupPath(string) string { return "" }
+
 func cgroupDir(string) (string, error) {
 	return "", fmt.Errorf("cgroups on %s: %w", runtime.GOOS, observe.ErrNotSupported)
 }

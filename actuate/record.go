@@ -139,8 +139,21 @@ func (d *StateDir) writeIntent(r Record) error {
 }
 
 func (d *StateDir) writeRecord(r Record, syncFolder bool) error {
+	data, err := d.recordData(r)
+	if err != nil {
+		return err
+	}
+	dir := filepath.Join(d.Path, serversDir)
+	if err := writeFileAtomic(dir, r.Name+recordExt, data, syncFolder); err != nil {
+		return fmt.Errorf("write record of server %s: %w", r.Name, err)
+	}
+	return nil
+}
+
+// recordData is r as a record file holds it.
+func (d *StateDir) recordData(r Record) ([]byte, error) {
 	if err := checkName(r.Name); err != nil {
-		return fmt.Errorf("write record: %w", err)
+		return nil, fmt.Errorf("write record: %w", err)
 	}
 	if r.Version == 0 {
 		r.Version = RecordVersion
@@ -152,53 +165,105 @@ func (d *StateDir) writeRecord(r Record, syncFolder bool) error {
 	}
 	data, err := json.MarshalIndent(r, "", "  ")
 	if err != nil {
-		return fmt.Errorf("write record of server %s: %w", r.Name, err)
+		return nil, fmt.Errorf("write record of server %s: %w", r.Name, err)
 	}
-	data = append(data, '\n')
-	dir := filepath.Join(d.Path, serversDir)
-	if err := writeFileAtomic(dir, r.Name+recordExt, data, syncFolder); err != nil {
-		return fmt.Errorf("write record of server %s: %w", r.Name, err)
-	}
-	return nil
+	return append(data, '\n'), nil
 }
 
 // writeFileAtomic writes dir/name through a temp file in dir, synced before
 // it is renamed over dir/name; syncFolder then syncs dir.
-func writeFileAtomic(dir, name string, data []byte, syncFolder bool) (err error) {
-	f, err := os.CreateTemp(dir, "."+name+tempInfix+"*")
+func writeFileAtomic(dir, name string, data []byte, syncFolder bool) error {
+	tmp, err := writeTemp(dir, name, data)
 	if err != nil {
 		return err
 	}
+	if err := os.Rename(tmp, filepath.Join(dir, name)); err != nil {
+		_ = os.Remove(tmp)
+		return err
+	}
+	if !syncFolder {
+		return nil
+	}
+	return syncDir(dir)
+}
+
+// writeTemp writes data to a new temp file for dir/name (mode 0600) and
+// syncs it; nothing is left behind when it fails.
+func writeTemp(dir, name string, data []byte) (_ string, err error) {
+	f, err := os.CreateTemp(dir, "."+name+tempInfix+"*")
+	if err != nil {
+		return "", err
+	}
 	tmp := f.Name()
-	renamed := false
 	defer func() {
-		if !renamed {
+		if err != nil {
 			_ = os.Remove(tmp)
 		}
 	}()
 	if err := f.Chmod(recordMode); err != nil {
 		_ = f.Close()
-		return err
+		return "", err
 	}
 	if _, err := f.Write(data); err != nil {
 		_ = f.Close()
-		return err
+		return "", err
 	}
 	if err := f.Sync(); err != nil {
 		_ = f.Close()
-		return err
+		return "", err
 	}
 	if err := f.Close(); err != nil {
-		return err
+		return "", err
 	}
-	if err := os.Rename(tmp, filepath.Join(dir, name)); err != nil {
-		return err
+	return tmp, nil
+}
+
+// stagedIntent is an intent record whose temp file is being written and
+// synced in the background while Spawn checks the port, opens the log and
+// makes the cgroup (stageIntent); commit renames it into place as
+// writeIntent would, discard removes it.
+type stagedIntent struct {
+	dir, name string
+	done      chan struct{}
+	tmp       string
+	err       error
+}
+
+// stageIntent starts writing the intent record r (see writeIntent).
+func (d *StateDir) stageIntent(r Record) *stagedIntent {
+	s := &stagedIntent{dir: filepath.Join(d.Path, serversDir), name: r.Name + recordExt, done: make(chan struct{})}
+	data, err := d.recordData(r)
+	if err != nil {
+		s.err = err
+		close(s.done)
+		return s
 	}
-	renamed = true
-	if !syncFolder {
-		return nil
+	go func() {
+		defer close(s.done)
+		s.tmp, s.err = writeTemp(s.dir, s.name, data)
+	}()
+	return s
+}
+
+// commit waits for the temp file and renames it over the record.
+func (s *stagedIntent) commit() error {
+	<-s.done
+	if s.err != nil {
+		return fmt.Errorf("write record of server %s: %w", strings.TrimSuffix(s.name, recordExt), s.err)
 	}
-	return syncDir(dir)
+	if err := os.Rename(s.tmp, filepath.Join(s.dir, s.name)); err != nil {
+		_ = os.Remove(s.tmp)
+		return fmt.Errorf("write record of server %s: %w", strings.TrimSuffix(s.name, recordExt), err)
+	}
+	return nil
+}
+
+// discard waits for the temp file and removes it.
+func (s *stagedIntent) discard() {
+	<-s.done
+	if s.err == nil {
+		_ = os.Remove(s.tmp)
+	}
 }
 
 func syncDir(dir string) error {
