@@ -50,13 +50,15 @@ func setTitle(title string, wipeEnv bool) error {
 		return err
 	}
 	defer mem.Close()
-	if _, err := mem.WriteAt(area, argStart); err != nil {
-		return fmt.Errorf("write the argument area: %w", err)
-	}
+	// The environment first: whoever sees the new title (tests wait for
+	// it) sees the wiped environment too.
 	if wipeEnv && envEnd > envStart {
 		if _, err := mem.WriteAt(make([]byte, envEnd-envStart), envStart); err != nil {
 			return fmt.Errorf("write the environment area: %w", err)
 		}
+	}
+	if _, err := mem.WriteAt(area, argStart); err != nil {
+		return fmt.Errorf("write the argument area: %w", err)
 	}
 	return nil
 }
