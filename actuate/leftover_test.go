@@ -355,14 +355,28 @@ func TestStopPrivilegeDrop(t *testing.T) {
 		a, ev := newActuator(t)
 		ctx := testCtx(t)
 		port := testserver.FreePort(t)
-		req := StartRequest{Name: "api", Argv: []string{setpriv, "--reuid=65534", "--regid=65534", "--clear-groups", bin, "-port", itoa(port)},
+		// The spawn waits on a FIFO before it execs setpriv, so that its
+		// record is sure to show the spawn as root: the drop comes after it.
+		gate := filepath.Join(t.TempDir(), "gate")
+		if err := syscall.Mkfifo(gate, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		req := StartRequest{Name: "api", Argv: []string{"/bin/sh", "-c", `read _ < "$0"; exec "$@"`, gate,
+			setpriv, "--reuid=65534", "--regid=65534", "--clear-groups", bin, "-port", itoa(port)},
 			Port: port, StartupTimeout: time.Minute, ReadyPeriod: 10 * time.Millisecond}
-		r, err := a.Start(ctx, req)
+		r, err := a.Spawn(ctx, req)
 		if err != nil {
 			t.Fatal(err)
 		}
 		killCarriersAtCleanup(t, r.Record.Instance)
 		defer r.Handle.Close()
+		if r.Record.UID != 0 || r.Record.Cmdline[0] != "/bin/sh" {
+			t.Fatalf("record at spawn: uid %d, %q; want root's /bin/sh", r.Record.UID, r.Record.Cmdline)
+		}
+		openGate(t, gate)
+		if err := a.WaitReady(ctx, req, r); err != nil {
+			t.Fatal(err)
+		}
 		rec, changed, err := a.RefreshCmdline(r.Record, r.Handle)
 		if err != nil || !changed || rec.UID != 65534 || rec.Cmdline[0] != bin {
 			t.Fatalf("RefreshCmdline = %+v, %v, %v; want uid 65534 and the server's command line", rec, changed, err)
@@ -377,6 +391,32 @@ func TestStopPrivilegeDrop(t *testing.T) {
 		assertGone(t, r.Handle)
 		assertNothingLeft(t, rec)
 	})
+}
+
+// openGate opens the FIFO at path for writing and closes it, ending the
+// read a spawned shell waits in; up to 30 s.
+func openGate(t *testing.T, path string) {
+	t.Helper()
+	done := make(chan error, 1)
+	go func() {
+		f, err := os.OpenFile(path, os.O_WRONLY, 0)
+		if err == nil {
+			err = f.Close()
+		}
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(30 * time.Second):
+		// Unblock the opener before failing, so that it does not outlive the test.
+		if f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0); err == nil {
+			defer f.Close()
+		}
+		t.Fatalf("nothing opened %s for reading in 30 s", path)
+	}
 }
 
 // nobodyBinary copies the stand-alone test server where uid 65534 can run
