@@ -16,6 +16,25 @@ import (
 	"github.com/procfleet/procfleet/reconciler"
 )
 
+// untrustJob has apply start the port-less job, makes its record
+// group-writable and has a second apply move it aside (exit 1): an
+// UntrustedRecord quarantine on disk. It returns the job's process, pinned.
+func untrustJob(t *testing.T, f *e2eFleet) *observe.Handle {
+	t.Helper()
+	writeJob(t, f)
+	if code, out := f.cmd("apply", "--wait", "-f", f.file); code != 0 {
+		t.Fatalf("apply: exit %d\n%s", code, out)
+	}
+	first := pinFor(t, waitStarts(t, f, "job", 1)[0])
+	if err := os.Chmod(filepath.Join(f.state, "servers", "job.json"), 0o664); err != nil {
+		t.Fatal(err)
+	}
+	if code, out := f.cmd("apply", "-f", f.file); code == 0 {
+		t.Fatalf("apply over an untrusted record: exit 0, want 1\n%s", out)
+	}
+	return first
+}
+
 // writeJob saves a fleet of one port-less test server, "job".
 func writeJob(t *testing.T, f *e2eFleet) {
 	t.Helper()
@@ -50,20 +69,8 @@ func waitStarts(t *testing.T, f *e2eFleet, name string, n int) []int {
 // kept as .resolved-<time>) and starts the server.
 func TestUntrustedQuarantineOnDisk(t *testing.T) {
 	f := newE2EFleet(t)
-	writeJob(t, f)
-	if code, out := f.cmd("apply", "--wait", "-f", f.file); code != 0 {
-		t.Fatalf("apply: exit %d\n%s", code, out)
-	}
-	first := pinFor(t, waitStarts(t, f, "job", 1)[0])
-	record := filepath.Join(f.state, "servers", "job.json")
-	if err := os.Chmod(record, 0o664); err != nil {
-		t.Fatal(err)
-	}
+	first := untrustJob(t, f)
 	code, out := f.cmd("apply", "-f", f.file)
-	if code == 0 {
-		t.Errorf("apply over an untrusted record: exit 0, want 1\n%s", out)
-	}
-	code, out = f.cmd("apply", "-f", f.file)
 	if len(f.starts("job")) != 1 {
 		t.Fatalf("apply after the record was moved aside started a second instance (exit %d)\n%s", code, out)
 	}
