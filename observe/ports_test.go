@@ -18,7 +18,7 @@ import (
 	"github.com/procfleet/procfleet/internal/testserver"
 )
 
-func listenPort(t *testing.T, network, addr string) int {
+func listenPort(t testing.TB, network, addr string) int {
 	t.Helper()
 	l, err := net.Listen(network, addr)
 	if err != nil {

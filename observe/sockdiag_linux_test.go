@@ -133,12 +133,7 @@ func FuzzParseInetDiag(f *testing.F) {
 }
 
 func BenchmarkListenSocketsProc(b *testing.B) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer l.Close()
-	port := l.Addr().(*net.TCPAddr).Port
+	port := listenPort(b, "tcp", "127.0.0.1:0")
 	for b.Loop() {
 		if ls, err := procListenSockets(port); err != nil || len(ls) != 1 {
 			b.Fatal(ls, err)
@@ -147,12 +142,7 @@ func BenchmarkListenSocketsProc(b *testing.B) {
 }
 
 func BenchmarkListenSocketsDiag(b *testing.B) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer l.Close()
-	port := l.Addr().(*net.TCPAddr).Port
+	port := listenPort(b, "tcp", "127.0.0.1:0")
 	for b.Loop() {
 		if ls, err := diagListenSockets(port); err != nil || len(ls) != 1 {
 			b.Fatal(ls, err)
@@ -197,12 +187,7 @@ func TestSockDiagOnePortAmongMany(t *testing.T) {
 // stop asks this once per server).
 func BenchmarkListenSocketsDiagAmong1000(b *testing.B) {
 	listenMany(b, 1000)
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer l.Close()
-	port := l.Addr().(*net.TCPAddr).Port
+	port := listenPort(b, "tcp", "127.0.0.1:0")
 	for b.Loop() {
 		if ls, err := diagListenSockets(port); err != nil || len(ls) != 1 {
 			b.Fatal(ls, err)
