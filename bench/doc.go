@@ -23,7 +23,11 @@
 //     kill to the new instance's stamp and to its first /health 200, first
 //     and second crashes reported apart. Floors: the bench itself spawning
 //     the server and seeing its stamp, plainly and in a new session
-//     (setsid), as procfleet and PM2 start servers.
+//     (setsid), as procfleet and PM2 start servers. The kill's figure (the
+//     one held to the target) includes the kernel's teardown of the killed
+//     process, which the floor does not; a second row starts when the
+//     bench's own pidfd of the killed process turns readable (its exit
+//     seen) and so shows the supervisor's own share against the same floor.
 //
 // For each fleet size, on one fleet, in this order:
 //

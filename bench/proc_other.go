@@ -23,3 +23,5 @@ func processGone(int) bool                  { return false }
 func readCmdline(int) ([]string, error)     { return nil, errNotLinux }
 func listeningPorts() (map[int]bool, error) { return nil, errNotLinux }
 func platformCheck() error                  { return errNotLinux }
+
+func watchExit(int) (<-chan time.Time, func(), error) { return nil, nil, errNotLinux }

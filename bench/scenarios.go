@@ -86,9 +86,14 @@ func idleTargets(n int) (cpuMs, rssMiB float64, ok bool) {
 }
 
 // crashRows are the rows of one kind of crash (first, or second after
-// Ready > 10 s): kill to stamp and kill to /health, median, p90, max.
+// Ready > 10 s): kill to stamp and kill to /health, median, p90, max; and
+// exit to stamp, median and p90: the kill's figure holds the kernel's
+// teardown of the killed process, which the floor (a spawn) does not; this
+// one starts when the bench's own pidfd of the killed process is readable,
+// and so is the supervisor's own share.
 type crashRows struct {
 	stamp, health [3]RowSpec
+	exitStamp     [2]RowSpec
 }
 
 // sizeRows are the rows of one fleet size.
@@ -137,6 +142,9 @@ func newRows(st settings) rows {
 			}
 			r.crash[k].stamp[i] = RowSpec{Key: key + ".stamp." + stat, Title: fmt.Sprintf("1. %s → new process started (stamp), %s", kind, stat), Unit: "ms", Target: t}
 			r.crash[k].health[i] = RowSpec{Key: key + ".health." + stat, Title: fmt.Sprintf("1. %s → new process /health 200, %s", kind, stat), Unit: "ms"}
+			if i < 2 {
+				r.crash[k].exitStamp[i] = RowSpec{Key: key + ".exit-stamp." + stat, Title: fmt.Sprintf("1. %s: exit seen (pidfd) → new process started (stamp), %s", kind, stat), Unit: "ms"}
+			}
 		}
 	}
 	r.crashSetsid[0] = RowSpec{Key: "crash.setsid.stamp.median", Title: "1. floor variant: spawn in a new session (setsid) → stamp, median", Unit: "ms"}
@@ -212,7 +220,7 @@ func (r rows) forScenario(sc string) []RowSpec {
 	switch sc {
 	case scCrash:
 		for _, c := range r.crash {
-			out = append(append(out, c.stamp[:]...), c.health[:]...)
+			out = append(append(append(out, c.stamp[:]...), c.health[:]...), c.exitStamp[:]...)
 		}
 		return append(out, r.crashSetsid[:]...)
 	case scCold:
@@ -396,7 +404,7 @@ func (r *runner) crash(ctx context.Context, pm peerMaker) error {
 
 	back := make([]time.Time, len(f.Servers)) // when each answered after its first crash
 	for round := range 2 {
-		var stampLat, healthLat []float64
+		var stampLat, healthLat, exitLat []float64
 		for i, srv := range f.Servers {
 			if round == 1 {
 				// The server's age is the condition being set up, not an
@@ -405,15 +413,19 @@ func (r *runner) crash(ctx context.Context, pm peerMaker) error {
 					return err
 				}
 			}
-			st, th, err := r.killOnce(ctx, p, w, srv)
+			st, th, ex, err := r.killOnce(ctx, p, w, srv)
 			if err != nil {
 				return fmt.Errorf("%s: crash round %d: %w", p.Name(), round+1, err)
 			}
 			back[i] = th.At
 			stampLat = append(stampLat, st)
 			healthLat = append(healthLat, th.Lat)
+			if ex >= 0 {
+				exitLat = append(exitLat, ex)
+			}
 		}
 		r.setCrash(r.rows.crash[round], p.Name(), stampLat, healthLat)
+		r.setExitStamp(r.rows.crash[round], p.Name(), exitLat)
 		if round == 0 {
 			r.checkRestarts(ctx, p)
 		}
@@ -441,35 +453,56 @@ type healthAt struct {
 }
 
 // killOnce SIGKILLs srv's current instance (after checking that its pid
-// runs the workload) and waits for the new one's stamp and /health.
-func (r *runner) killOnce(ctx context.Context, p Peer, w *StampWatcher, srv ServerDef) (float64, healthAt, error) {
+// runs the workload) and waits for the new one's stamp and /health. It
+// returns kill to stamp, kill to /health, and exit to stamp (ms; -1 when
+// the exit could not be watched: no pidfd).
+func (r *runner) killOnce(ctx context.Context, p Peer, w *StampWatcher, srv ServerDef) (float64, healthAt, float64, error) {
 	stamps, err := readStamps(srv.Stamp)
 	if err != nil {
-		return 0, healthAt{}, err
+		return 0, healthAt{}, 0, err
 	}
 	if len(stamps) == 0 {
-		return 0, healthAt{}, fmt.Errorf("server %s wrote no stamp", srv.Name)
+		return 0, healthAt{}, 0, fmt.Errorf("server %s wrote no stamp", srv.Name)
 	}
 	old := stamps[len(stamps)-1].PID
 	argv, err := readCmdline(old)
 	if err != nil || len(argv) == 0 || argv[0] != r.workload {
-		return 0, healthAt{}, fmt.Errorf("kill %s: pid %d is not the workload (argv %q, %v)", srv.Name, old, argv, err)
+		return 0, healthAt{}, 0, fmt.Errorf("kill %s: pid %d is not the workload (argv %q, %v)", srv.Name, old, argv, err)
+	}
+	// Pinned before the kill and checked after the pin: the pidfd is of
+	// this very process.
+	exited, stopWatch, werr := watchExit(old)
+	if werr == nil {
+		defer stopWatch()
+		if argv, err := readCmdline(old); err != nil || len(argv) == 0 || argv[0] != r.workload {
+			return 0, healthAt{}, 0, fmt.Errorf("kill %s: pid %d is no longer the workload (argv %q, %v)", srv.Name, old, argv, err)
+		}
 	}
 	t0 := time.Now()
 	if err := syscall.Kill(old, syscall.SIGKILL); err != nil {
-		return 0, healthAt{}, fmt.Errorf("kill %s: pid %d: %w", srv.Name, old, err)
+		return 0, healthAt{}, 0, fmt.Errorf("kill %s: pid %d: %w", srv.Name, old, err)
 	}
 	kctx, cancel := context.WithTimeout(ctx, restartBound)
 	defer cancel()
 	st, _, err := w.WaitNew(kctx, srv.Stamp, len(stamps), func(s Stamp) bool { return s.PID != old }, p.Err)
 	if err != nil {
-		return 0, healthAt{}, fmt.Errorf("restart of %s after its kill: %w", srv.Name, err)
+		return 0, healthAt{}, 0, fmt.Errorf("restart of %s after its kill: %w", srv.Name, err)
+	}
+	exitLat := -1.0
+	if werr == nil {
+		// The new process runs: the old one exited before, and its pidfd
+		// said so within the poll's wakeup.
+		select {
+		case at := <-exited:
+			exitLat = ms(st.Time.Sub(at))
+		case <-kctx.Done():
+		}
 	}
 	th, err := waitHealth(kctx, r.client, srv.Port, healthFrom(st.PID, ""), p.Err)
 	if err != nil {
-		return 0, healthAt{}, fmt.Errorf("restart of %s after its kill: %w", srv.Name, err)
+		return 0, healthAt{}, 0, fmt.Errorf("restart of %s after its kill: %w", srv.Name, err)
 	}
-	return ms(st.Time.Sub(t0)), healthAt{At: th, Lat: ms(th.Sub(t0))}, nil
+	return ms(st.Time.Sub(t0)), healthAt{At: th, Lat: ms(th.Sub(t0))}, exitLat, nil
 }
 
 // checkRestarts cross-checks a peer's own restart count after the first
@@ -518,6 +551,20 @@ func (r *runner) setCrash(rs crashRows, peer string, stampLat, healthLat []float
 	r.res.SetSamples(rs.health[0], peer, healthLat)
 	r.log.Printf("%s: %s → stamp median %.1f ms p90 %.1f max %.1f; → /health median %.1f ms p90 %.1f max %.1f",
 		peer, rs.stamp[0].Key, s.Median, s.P90, s.Max, h.Median, h.P90, h.Max)
+}
+
+// setExitStamp sets the exit-to-stamp rows (median, p90) of one kind of
+// crash; a peer none of whose exits could be watched gets a note.
+func (r *runner) setExitStamp(rs crashRows, peer string, lat []float64) {
+	if len(lat) == 0 {
+		r.res.Note("%s: %s: no exit could be watched through a pidfd", peer, rs.exitStamp[0].Key)
+		return
+	}
+	s := Summarize(lat)
+	r.res.Set(rs.exitStamp[0], peer, s.Median)
+	r.res.Set(rs.exitStamp[1], peer, s.P90)
+	r.res.SetSamples(rs.exitStamp[0], peer, lat)
+	r.log.Printf("%s: %s → median %.1f ms p90 %.1f", peer, rs.exitStamp[0].Key, s.Median, s.P90)
 }
 
 // floorCrash: the bench spawns the server itself, k times, and sees its
@@ -932,6 +979,9 @@ func (r *runner) floor(ctx context.Context) {
 				// One floor for both kinds of crash: the spawn is the same.
 				for _, rs := range r.rows.crash {
 					r.setCrash(rs, peerFloor, stampLat, healthLat)
+					// The floor's spawn is after the exit: its figure is
+					// the one an exit-to-stamp time compares with.
+					r.setExitStamp(rs, peerFloor, stampLat)
 				}
 			}
 			if r.want(scEdit) {
