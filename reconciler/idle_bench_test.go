@@ -11,12 +11,20 @@ import (
 
 // BenchmarkResync1000 is what `up` does every resync period while 1,000
 // Ready servers idle, and nothing else wakes it: rotate the logs that are
-// due, list the servers (their records among them), and reconcile each on
-// the workers. Every server is tracked (its process pinned) and has a
-// record and a log file, as under up; the processes are all this
-// benchmark's own. cpu-ms/op is the process's CPU for one resync, the
-// figure DESIGN.md's idle target (20 ms per 30 s at 1,000) is made of.
-func BenchmarkResync1000(b *testing.B) {
+// due, list the servers (their records among them), and look at the exit
+// of each server at rest (enqueueResync), which passes none. Every server
+// is tracked (its process pinned) and has a record and a log file, as
+// under up; the processes are all this benchmark's own. cpu-ms/op is the
+// process's CPU for one resync, the figure DESIGN.md's idle target (20 ms
+// per 30 s at 1,000) is made of.
+func BenchmarkResync1000(b *testing.B) { benchResync(b, true) }
+
+// BenchmarkResyncPasses1000 is a look at every server (a pass each), as
+// the resync did before it left the servers at rest alone, and as a
+// reload or a change of the fleet files still does.
+func BenchmarkResyncPasses1000(b *testing.B) { benchResync(b, false) }
+
+func benchResync(b *testing.B, rest bool) {
 	r, sd, names := benchFleet(b, benchServers)
 	if err := r.setup(); err != nil {
 		b.Fatal(err)
@@ -69,16 +77,30 @@ func BenchmarkResync1000(b *testing.B) {
 		}
 	}
 	resync() // the first one reads every record, as up's first pass does
+	r.mu.Lock()
+	passes := r.passes
+	r.mu.Unlock()
 	var cpu cpuMeter
 	b.ReportAllocs()
 	b.ResetTimer()
 	for b.Loop() {
 		cpu.start()
-		resync()
+		if rest {
+			r.rotateLogs()
+			r.enqueueResync()
+		} else {
+			resync()
+		}
 		cpu.stop()
 	}
 	b.StopTimer()
 	cpu.report(b)
+	r.mu.Lock()
+	passed := r.passes - passes
+	r.mu.Unlock()
+	if rest && passed > 0 {
+		b.Fatalf("%d passes during the resyncs, want none: the servers were not at rest", passed)
+	}
 	for _, n := range names {
 		if s := r.servers[n]; s.st.phase != PhaseRunning || s.tracked == nil {
 			b.Fatalf("%s: phase %s after the resyncs, want Running and tracked", n, s.st.phase)

@@ -181,6 +181,12 @@ type Reconciler struct {
 	// its turn.
 	instances map[string][]string
 	rolling   map[string]bool
+
+	// desiredGen counts the fleets installed (setDesired) and resyncs the
+	// periodic resyncs done, guarded by mu; quietBuf is the resync's
+	// scratch (enqueueResync, one caller).
+	desiredGen, resyncs uint64
+	quietBuf            []quietServer
 }
 
 // server is the reconciler's memory of one server.
@@ -216,6 +222,12 @@ type server struct {
 	// untrustedListed (untrusted_disk.go).
 	untrustedDisk   *actuate.UntrustedQuarantine
 	untrustedListed bool
+
+	// rest is the pin of its tracked process while the server is at rest
+	// (restLocked), taken at desired generation restGen; nil otherwise.
+	// Guarded by Reconciler.mu.
+	rest    *observe.Handle
+	restGen uint64
 }
 
 type tracked struct {
@@ -380,6 +392,7 @@ func (r *Reconciler) setDesired(f *spec.Fleet, errs spec.ErrorList) {
 	d, insts := desiredOf(f, r.cfg.OneShot), instanceNamesOf(f)
 	r.mu.Lock()
 	r.fleet, r.desired, r.instances, r.errs = f, d, insts, errs
+	r.desiredGen++
 	r.mu.Unlock()
 	r.kickStatus()
 }
@@ -762,7 +775,7 @@ func (r *Reconciler) Run(ctx context.Context) error {
 					r.log.V(1).Info("Resync")
 					r.rotateLogs()
 					r.removeStaleLogs()
-					r.enqueueAll()
+					r.enqueueResync()
 				}
 			}
 		})

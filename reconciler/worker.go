@@ -92,7 +92,8 @@ func (r *Reconciler) reconcile(ctx context.Context, name string) (Result, error)
 	s := r.serverLocked(name)
 	posts := s.inbox
 	s.inbox = nil
-	desired := r.desiredLocked()
+	s.rest = nil
+	desired, gen := r.desiredLocked(), r.desiredGen
 	req := r.requests[name]
 	if req.seq <= s.taken {
 		req = startAsk{}
@@ -136,6 +137,9 @@ func (r *Reconciler) reconcile(ctx context.Context, name string) (Result, error)
 	s.lastPass = r.passes
 	if req.seq > 0 && requestTaken(a, ob.obs) {
 		s.taken = req.seq // seen with this pass's outcome, never before it
+	}
+	if r.restLocked(s, a, res, err, req) {
+		s.rest, s.restGen = s.tracked.handle, gen // the fleet this pass planned with
 	}
 	_, inStop := r.stopping[name]
 	atRest := s.st.phase == PhaseStopped || s.st.phase == PhaseFailed || s.st.phase == PhaseQuarantined
