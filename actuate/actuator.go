@@ -372,7 +372,7 @@ func (a *Actuator) Spawn(ctx context.Context, req StartRequest) (*Running, error
 	// Nothing reaps the child before the pins below: its pid cannot be
 	// reused, so the pins hold this very process.
 	h, pinErr := observe.Pin(pid)
-	ch := a.reap(cmd, sc, cgLock)
+	ch := a.reap(cmd.Process, sc, cgLock)
 	r := &Running{Handle: h, child: ch, logOffset: offset}
 	abort := func(msg string, err error) error {
 		a.killOwnChild(ctx, req.Name, h, cmd.Process, ch, sc)
@@ -448,53 +448,6 @@ func spawnIdentity(ctx context.Context, h *observe.Handle) (observe.Identity, er
 		}
 		wait = min(2*wait, 20*time.Millisecond)
 	}
-}
-
-// reap waits for our child in a goroutine and keeps its exit status. On
-// Linux the goroutine parks on a pidfd (no OS thread held) and calls
-// cmd.Wait only once the child has exited. When the child had a cgroup of
-// its own that is empty once it exited (nothing was left behind), the
-// reaper reads its out-of-memory count into the status and removes it, so
-// that a server's crash leaves no empty cgroup; one that still holds
-// processes is Cleanup's.
-func (a *Actuator) reap(cmd *exec.Cmd, sc *serverCgroup, cgLock *sync.Mutex) *child {
-	ch := &child{pid: cmd.Process.Pid, done: make(chan struct{})}
-	var cgIno uint64
-	if sc != nil {
-		if fi, err := sc.fd.Stat(); err == nil {
-			if id, ok := fileID(fi); ok {
-				cgIno = id.Ino
-			}
-		}
-	}
-	a.mu.Lock()
-	if a.children == nil {
-		a.children = make(map[int]*child)
-	}
-	a.children[ch.pid] = ch
-	a.mu.Unlock()
-	// A second pin, owned by this goroutine (the caller may close its own).
-	hw, err := observe.Pin(ch.pid)
-	go func() {
-		defer close(ch.done)
-		if err == nil {
-			if hw.Mode() != observe.PinNone {
-				_ = hw.Wait(context.Background())
-			}
-			_ = hw.Close()
-		}
-		werr := cmd.Wait()
-		ch.status = exitStatusOf(cmd.ProcessState, werr)
-		if sc != nil && cgIno != 0 {
-			cgLock.Lock()
-			ch.status.OOM = dropExitedCgroup(sc, cgIno, ch.status)
-			cgLock.Unlock()
-		}
-		a.mu.Lock()
-		delete(a.children, ch.pid)
-		a.mu.Unlock()
-	}()
-	return ch
 }
 
 // cgroupLock returns the lock of server name's cgroup.

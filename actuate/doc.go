@@ -131,9 +131,11 @@
 // descriptor (every descriptor from 3 up is marked close-on-exec first:
 // close_range on Linux, /dev/fd on macOS). The unreaped child is pinned,
 // its identity read from the kernel, and its record written before Spawn
-// returns. The child is reaped by a goroutine parked on a pidfd (no blanket
-// wait4(-1) reaper), which keeps its exit status and, when the child's
-// cgroup is empty at its exit, its oom_kill count, and removes the cgroup.
+// returns. The child is reaped once its pidfd says it exited (no blanket
+// wait4(-1) reaper): one watcher for every child of the process (epoll
+// over their pidfds, no goroutine per child), which keeps its exit status
+// and, when the child's cgroup is empty at its exit, its oom_kill count,
+// and removes the cgroup.
 //
 // WaitReady checks readiness while watching the exit. An exit first gives
 // *StartError: "exited with code N" or "killed by signal 9 (SIGKILL)",

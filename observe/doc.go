@@ -30,9 +30,9 @@
 //     (10 ms to 500 ms) and a start-time comparison. Handle.Mode and
 //     ExitWatcher.Mode say which path is in use; callers log it.
 //   - One ExitWatcher goroutine serves any number of processes (one epoll
-//     instance over pidfds on Linux, one kqueue on macOS); Close ends it and
-//     waits for it. Handle.Wait parks a goroutine on the runtime poller, not
-//     an OS thread.
+//     instance over pidfds on Linux, itself parked on the runtime poller;
+//     one kqueue on macOS); Close ends it and waits for it. Handle.Wait
+//     parks a goroutine on the runtime poller, not an OS thread.
 //   - Ports (Linux): listening sockets from netlink sock_diag (only LISTEN
 //     sockets are dumped; 20-60x cheaper than the text tables on a busy
 //     machine), or /proc/net/tcp and tcp6 where sock_diag is unavailable

@@ -25,9 +25,10 @@ type exitBackend interface {
 }
 
 // ExitWatcher calls a function once when each watched process exits. One
-// goroutine serves every watched process: it blocks in epoll_wait (Linux) or
-// kevent (macOS) and, for PinNone handles, also polls them with backoff from
-// 10 ms to 500 ms between its waits.
+// goroutine serves every watched process: it waits on an epoll instance
+// over their pidfds (Linux; parked on the runtime poller, no OS thread
+// held) or in kevent (macOS) and, for PinNone handles, also polls them
+// with backoff from 10 ms to 500 ms between its waits.
 type ExitWatcher struct {
 	log  logr.Logger
 	mode PinMode

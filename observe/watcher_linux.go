@@ -4,15 +4,22 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"os"
+	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
 )
 
 // epollBackend watches pidfds with one epoll instance; an eventfd (id 0)
-// wakes it.
+// wakes it. The epoll descriptor is itself on the runtime's poller (an
+// epoll instance is readable while it has events ready), so the watcher's
+// goroutine parks there between exits and holds no OS thread, and an exit
+// wakes it as promptly as a goroutine parked on the pidfd itself.
 type epollBackend struct {
-	ep, ev int
+	f      *os.File // the epoll instance
+	rc     syscall.RawConn
+	ev     int
 	events []unix.EpollEvent
 }
 
@@ -31,11 +38,23 @@ func newExitBackend() (exitBackend, PinMode, error) {
 		unix.Close(ev)
 		return nil, PinNone, fmt.Errorf("epoll_ctl eventfd: %w", err)
 	}
+	if err := unix.SetNonblock(ep, true); err != nil {
+		unix.Close(ep)
+		unix.Close(ev)
+		return nil, PinNone, fmt.Errorf("epoll nonblocking: %w", err)
+	}
+	f := os.NewFile(uintptr(ep), "epoll")
+	rc, err := f.SyscallConn()
+	if err != nil {
+		f.Close()
+		unix.Close(ev)
+		return nil, PinNone, fmt.Errorf("epoll: %w", err)
+	}
 	mode := PinPidfd
 	if !pidfdWorks() {
 		mode = PinNone
 	}
-	return &epollBackend{ep: ep, ev: ev, events: make([]unix.EpollEvent, 128)}, mode, nil
+	return &epollBackend{f: f, rc: rc, ev: ev, events: make([]unix.EpollEvent, 128)}, mode, nil
 }
 
 // pidfdWorks reports whether pidfd_open works in this process.
@@ -57,7 +76,7 @@ func pidfdWorks() bool {
 func (b *epollBackend) add(id int32, h *Handle) error {
 	var err error
 	cerr := h.control(func(fd int) {
-		err = unix.EpollCtl(b.ep, unix.EPOLL_CTL_ADD, fd, &unix.EpollEvent{Events: unix.EPOLLIN | unix.EPOLLONESHOT, Fd: id})
+		err = b.ctl(unix.EPOLL_CTL_ADD, fd, &unix.EpollEvent{Events: unix.EPOLLIN | unix.EPOLLONESHOT, Fd: id})
 	})
 	if cerr != nil {
 		return fmt.Errorf("watch pid %d: %w", h.PID(), cerr)
@@ -69,21 +88,42 @@ func (b *epollBackend) add(id int32, h *Handle) error {
 }
 
 func (b *epollBackend) remove(_ int32, h *Handle) {
-	_ = h.control(func(fd int) { _ = unix.EpollCtl(b.ep, unix.EPOLL_CTL_DEL, fd, nil) })
+	_ = h.control(func(fd int) { _ = b.ctl(unix.EPOLL_CTL_DEL, fd, nil) })
+}
+
+// ctl is epoll_ctl on the instance; it fails once the backend is closed.
+func (b *epollBackend) ctl(op, fd int, ev *unix.EpollEvent) error {
+	var err error
+	if cerr := b.rc.Control(func(ep uintptr) { err = unix.EpollCtl(int(ep), op, fd, ev) }); cerr != nil {
+		return cerr
+	}
+	return err
 }
 
 func (b *epollBackend) wait(timeout time.Duration, buf []int32) ([]int32, error) {
-	ms := -1
+	var deadline time.Time // zero: none
 	if timeout >= 0 {
-		// Round up so that a 0.4 ms wait does not spin.
-		ms = int((timeout + time.Millisecond - 1) / time.Millisecond)
+		deadline = time.Now().Add(timeout)
 	}
-	n, err := unix.EpollWait(b.ep, b.events, ms)
-	if err == unix.EINTR {
+	if err := b.f.SetReadDeadline(deadline); err != nil {
+		return buf, fmt.Errorf("epoll deadline: %w", err)
+	}
+	var n int
+	var werr error
+	err := b.rc.Read(func(ep uintptr) bool {
+		n, werr = unix.EpollWait(int(ep), b.events, 0)
+		if werr == unix.EINTR {
+			n, werr = 0, nil
+		}
+		return werr != nil || n > 0
+	})
+	switch {
+	case errors.Is(err, os.ErrDeadlineExceeded):
 		return buf, nil
-	}
-	if err != nil {
-		return buf, fmt.Errorf("epoll_wait: %w", err)
+	case err != nil:
+		return buf, fmt.Errorf("epoll wait: %w", err)
+	case werr != nil:
+		return buf, fmt.Errorf("epoll_wait: %w", werr)
 	}
 	for _, e := range b.events[:n] {
 		if e.Fd == 0 {
@@ -107,5 +147,5 @@ func (b *epollBackend) wake() error {
 }
 
 func (b *epollBackend) close() error {
-	return errors.Join(unix.Close(b.ep), unix.Close(b.ev))
+	return errors.Join(b.f.Close(), unix.Close(b.ev))
 }
