@@ -746,14 +746,7 @@ func (r *Reconciler) Run(ctx context.Context) error {
 	var bg sync.WaitGroup
 	bg.Go(func() { r.statusWriter(ctx) })
 	bg.Go(func() {
-		err := fw.Run(ctx, func(u FleetUpdate) {
-			// A change of a server's files lifts its stop (down, stop).
-			r.liftForChanges(u.Changed, u.Fleet)
-			r.setDesired(u.Fleet, u.Errors)
-			if len(u.Changed) > 0 {
-				r.enqueueAll()
-			}
-		})
+		err := fw.Run(ctx, r.applyUpdate)
 		if err != nil {
 			r.log.Error(err, "Fleet file watcher stopped")
 		}
