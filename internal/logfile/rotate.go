@@ -7,7 +7,9 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/procfleet/procfleet/internal/safefile"
 )
@@ -78,24 +80,47 @@ func RotateIfLarger(path string, opts Options) (bool, error) {
 }
 
 // RotateDir rotates every *.log in dir that has reached MaxBytes and returns
-// the paths it rotated. It goes on after an error and returns them joined.
-// The reconciler calls it on each periodic resync.
+// the paths it rotated, in name order. It goes on after an error and returns
+// them joined; a missing dir is no error. The reconciler calls it on each
+// periodic resync, over every server's log: one listing of dir and one stat
+// of each name relative to it (no path walk per log).
 func RotateDir(dir string, opts Options) ([]string, error) {
-	paths, err := filepath.Glob(filepath.Join(dir, "*.log"))
+	d, err := os.Open(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("rotate logs in %s: %w", dir, err)
+	}
+	defer d.Close()
+	names, err := d.Readdirnames(-1)
 	if err != nil {
 		return nil, fmt.Errorf("rotate logs in %s: %w", dir, err)
 	}
 	var rotated []string
 	var errs []error
-	for _, p := range paths {
-		ok, err := RotateIfLarger(p, opts)
+	for _, name := range names {
+		if !strings.HasSuffix(name, logExt) {
+			continue
+		}
+		size, regular, err := sizeAt(d, name)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue // removed since the listing
+		}
+		p := filepath.Join(dir, name)
 		if err != nil {
+			errs = append(errs, fmt.Errorf("rotate log %s: %w", p, err))
+			continue
+		}
+		if !regular || size < opts.maxBytes() {
+			continue
+		}
+		rotated = append(rotated, p)
+		if err := Rotate(p, opts); err != nil {
 			errs = append(errs, err)
 		}
-		if ok {
-			rotated = append(rotated, p)
-		}
 	}
+	slices.Sort(rotated)
 	return rotated, errors.Join(errs...)
 }
 

@@ -349,3 +349,47 @@ func rotateUnderWriter(t *testing.T, dir string, lossless bool) {
 	}
 	t.Logf("%d rotations under a writer of %d lines: %d lines lost in truncate windows (at most %d at one rotation)", len(copies)-1, total, lost, maxGap)
 }
+
+// TestRotateDirChoosesLogs: RotateDir rotates the regular *.log files that
+// reached the limit, in name order, and nothing else: not a smaller log, a
+// rotated copy, another file, a symlink or a folder named *.log (the target
+// of the symlink is left whole). A missing folder is no error.
+func TestRotateDirChoosesLogs(t *testing.T) {
+	dir := t.TempDir()
+	big := strings.Repeat("x", 99) + "\n"
+	files := map[string]string{"b.log": big, "a.log": big, "small.log": "x\n", "a.log.1": big, "notes.txt": big}
+	for name, content := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	target := filepath.Join(t.TempDir(), "elsewhere")
+	if err := os.WriteFile(target, []byte(big), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(target, filepath.Join(dir, "link.log")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(filepath.Join(dir, "folder.log"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	rotated, err := RotateDir(dir, Options{MaxBytes: 100, Keep: 1})
+	if err != nil {
+		t.Fatalf("RotateDir: %v", err)
+	}
+	want := []string{filepath.Join(dir, "a.log"), filepath.Join(dir, "b.log")}
+	if diff := cmp.Diff(want, rotated); diff != "" {
+		t.Errorf("RotateDir rotated (-want +got):\n%s", diff)
+	}
+	for name, content := range map[string]string{"a.log": "", "a.log.1": big, "b.log": "", "b.log.1": big, "small.log": "x\n", "notes.txt": big} {
+		if got := readString(t, filepath.Join(dir, name)); got != content {
+			t.Errorf("%s holds %q, want %q", name, got, content)
+		}
+	}
+	if got := readString(t, target); got != big {
+		t.Errorf("the symlink's target holds %q, want it whole", got)
+	}
+	if rotated, err := RotateDir(filepath.Join(dir, "none"), Options{}); rotated != nil || err != nil {
+		t.Errorf("RotateDir of a missing folder = %v, %v; want nil, nil", rotated, err)
+	}
+}
