@@ -38,10 +38,20 @@ func (a *Actuator) WaitReady(ctx context.Context, req StartRequest, r *Running) 
 		period = DefaultReadyPeriod
 	}
 	ready := req.Ready
-	// The default check is a connect to loopback (tens of microseconds),
-	// cheap enough to run every 2 ms for the first second, so that a server
-	// listening within milliseconds is seen within milliseconds; then every
-	// period. A declared check runs every period from the start.
+	exited, stopWatch := a.exitChannel(r)
+	defer stopWatch()
+	deadline := time.NewTimer(timeout)
+	defer deadline.Stop()
+	if ready == nil && req.Port > 0 {
+		err := a.waitListening(ctx, req, r, exited, deadline.C, timeout)
+		if err != errNoListenWatch {
+			return err
+		}
+	}
+	// Without a listener table, the default check is a connect to loopback
+	// (tens of microseconds), run every 2 ms for the first second, so that
+	// a server listening within milliseconds is seen within milliseconds;
+	// then every period. A declared check runs every period from the start.
 	next := period
 	fastUntil := time.Now()
 	if ready == nil && req.Port > 0 {
@@ -56,10 +66,6 @@ func (a *Actuator) WaitReady(ctx context.Context, req StartRequest, r *Running) 
 		}
 	}
 
-	exited, stopWatch := a.exitChannel(r)
-	defer stopWatch()
-	deadline := time.NewTimer(timeout)
-	defer deadline.Stop()
 	tick := time.NewTimer(next)
 	defer tick.Stop()
 	dctx, cancel := context.WithTimeout(ctx, timeout)
@@ -102,6 +108,39 @@ func (a *Actuator) WaitReady(ctx context.Context, req StartRequest, r *Running) 
 			}
 			return fmt.Errorf("wait for server %s to be ready: %w", req.Name, ctx.Err())
 		}
+	}
+}
+
+// waitListening is WaitReady's default check where the kernel's listener
+// table can be read: the server is ready once a socket listens on its port
+// where a connect to 127.0.0.1 or [::1] reaches it (the kernel completes
+// such a connect by itself, before the server calls accept), made in the
+// server's cgroup when it has one. One loop serves every starting server
+// (listenWatch). errNoListenWatch: no table; the caller connects instead.
+func (a *Actuator) waitListening(ctx context.Context, req StartRequest, r *Running, exited <-chan struct{}, deadline <-chan time.Time, timeout time.Duration) error {
+	w := listenWatch.add(req.Port, cgroupID(r.Record))
+	defer listenWatch.remove(w)
+	select {
+	case <-w.done:
+		if w.err != nil {
+			return w.err
+		}
+		// It may have died right after listening; then it is not ready.
+		select {
+		case <-exited:
+			return a.failExited(ctx, req, r)
+		default:
+		}
+		return nil
+	case <-exited:
+		return a.failExited(ctx, req, r)
+	case <-deadline:
+		return a.failTimeout(ctx, req, r, timeout, fmt.Sprintf("nothing listens on port %d", req.Port))
+	case <-ctx.Done():
+		if r.Handle != nil {
+			_ = r.Handle.Close()
+		}
+		return fmt.Errorf("wait for server %s to be ready: %w", req.Name, ctx.Err())
 	}
 }
 

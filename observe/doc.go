@@ -42,6 +42,11 @@
 //     fd folders cannot be read (another user's processes, no privilege) and
 //     the holder was not found, OwnerVisible is false: the owner is unknown,
 //     not absent. Only this network namespace is visible.
+//   - ListeningOn (Linux) reports the LISTEN sockets on a set of ports, with
+//     the cgroup id of each socket's maker, in one sock_diag query per
+//     address family: the kernel filters by port (an inet_diag bytecode of
+//     port ranges) and nothing connects. Elsewhere it reports
+//     ErrNotSupported.
 //   - Ports (macOS): without cgo there is no listener table, so Listeners
 //     runs `lsof -nP -l -iTCP:PORT -sTCP:LISTEN -a -F pcun` and parses its
 //     field output; PortAccepting (a TCP connect) stays the ground truth, and

@@ -150,6 +150,9 @@ type netEntry struct {
 	State uint8
 	UID   int
 	Inode uint64
+	// CgroupID is the cgroup v2 id (its folder's inode) of the socket's
+	// creator, from sock_diag on Linux >= 5.7; 0 when unknown.
+	CgroupID uint64
 }
 
 // parseProcNetTCP parses /proc/net/tcp (v6 false) or /proc/net/tcp6 (v6

@@ -20,6 +20,9 @@ import (
 const (
 	inetDiagReqLen = 56 // struct inet_diag_req_v2
 	inetDiagMsgLen = 72 // struct inet_diag_msg
+
+	inetDiagReqBytecode = 1  // INET_DIAG_REQ_BYTECODE
+	inetDiagCgroupID    = 21 // INET_DIAG_CGROUP_ID
 )
 
 // diagBufs holds receive buffers of diagRecvSize: a stop asks about its
@@ -42,12 +45,18 @@ var sockDiagBroken atomic.Bool
 // stopped server made a fleet's stop quadratic). Callers still check the
 // port of what comes back.
 func diagListeners(family uint8, port uint16) ([]netEntry, error) {
+	return diagDump(family, port, nil)
+}
+
+// diagDump is diagListeners with filter, when set, as the request's
+// INET_DIAG_REQ_BYTECODE (see portRunsBytecode).
+func diagDump(family uint8, port uint16, filter []byte) ([]netEntry, error) {
 	fd, err := unix.Socket(unix.AF_NETLINK, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, unix.NETLINK_SOCK_DIAG)
 	if err != nil {
 		return nil, fmt.Errorf("sock_diag socket: %w", err)
 	}
 	defer unix.Close(fd)
-	req := make([]byte, unix.SizeofNlMsghdr+inetDiagReqLen)
+	req := make([]byte, unix.SizeofNlMsghdr+inetDiagReqLen, unix.SizeofNlMsghdr+inetDiagReqLen+unix.SizeofNlAttr+len(filter))
 	ne := binary.NativeEndian
 	ne.PutUint32(req[0:], uint32(len(req)))
 	ne.PutUint16(req[4:], unix.SOCK_DIAG_BY_FAMILY)
@@ -58,6 +67,10 @@ func diagListeners(family uint8, port uint16) ([]netEntry, error) {
 	body[1] = unix.IPPROTO_TCP
 	ne.PutUint32(body[4:], 1<<tcpListenState)
 	binary.BigEndian.PutUint16(body[8:], port) // inet_diag_sockid.idiag_sport
+	if len(filter) > 0 {
+		req = appendNlAttr(req, inetDiagReqBytecode, filter)
+		ne.PutUint32(req[0:], uint32(len(req)))
+	}
 	if err := unix.Sendto(fd, req, 0, &unix.SockaddrNetlink{Family: unix.AF_NETLINK}); err != nil {
 		return nil, fmt.Errorf("sock_diag send: %w", err)
 	}
@@ -82,6 +95,19 @@ func diagListeners(family uint8, port uint16) ([]netEntry, error) {
 			return out, nil
 		}
 	}
+}
+
+// appendNlAttr appends a netlink attribute (struct nlattr, 4-byte
+// aligned) to b.
+func appendNlAttr(b []byte, typ uint16, payload []byte) []byte {
+	var h [unix.SizeofNlAttr]byte
+	binary.NativeEndian.PutUint16(h[0:], uint16(unix.SizeofNlAttr+len(payload)))
+	binary.NativeEndian.PutUint16(h[2:], typ)
+	b = append(append(b, h[:]...), payload...)
+	for len(b)%4 != 0 {
+		b = append(b, 0)
+	}
+	return b
 }
 
 // parseInetDiag appends the sockets in one netlink datagram of a
@@ -141,5 +167,17 @@ func parseInetDiagMsg(m []byte) (netEntry, error) {
 	e.State = m[1]
 	e.UID = int(binary.NativeEndian.Uint32(m[64:]))
 	e.Inode = uint64(binary.NativeEndian.Uint32(m[68:]))
+	// Attributes follow; the kernel adds the socket's cgroup id (5.7+)
+	// without being asked.
+	for a := m[inetDiagMsgLen:]; len(a) >= unix.SizeofRtAttr; {
+		l := int(binary.NativeEndian.Uint16(a[0:]))
+		if l < unix.SizeofRtAttr || l > len(a) {
+			break
+		}
+		if binary.NativeEndian.Uint16(a[2:]) == inetDiagCgroupID && l >= unix.SizeofRtAttr+8 {
+			e.CgroupID = binary.NativeEndian.Uint64(a[unix.SizeofRtAttr:])
+		}
+		a = a[min((l+3)&^3, len(a)):]
+	}
 	return e, nil
 }

@@ -1,0 +1,163 @@
+package actuate
+
+import (
+	"errors"
+	"os"
+	"runtime"
+	"sync"
+	"time"
+
+	"github.com/procfleet/procfleet/observe"
+)
+
+// listenBudget bounds the watch's share of a CPU: after a query that cost
+// d of CPU time (its thread's, so that a busy machine does not stretch it),
+// the next one waits listenBudget*d, at least fastReadyPeriod and at most
+// maxListenPeriod. One query answers for every starting server, so the
+// cost of readiness is bounded by the machine, not by how many servers
+// start at once.
+const (
+	listenBudget    = 20
+	maxListenPeriod = DefaultReadyPeriod
+)
+
+// errNoListenWatch: sock_diag is not available (macOS, a seccomp filter);
+// WaitReady then connects to the port, per server.
+var errNoListenWatch = errors.New("no listener table")
+
+// listenWatch is the process's one readiness loop for default checks: while
+// servers wait for their port to listen, it asks the kernel once per tick
+// for the LISTEN sockets on all their ports (observe.ListeningOn) and
+// wakes each server whose port has a listener that a loopback connect
+// reaches and, for a server in its own cgroup, that was made in that
+// cgroup.
+var listenWatch portWatch
+
+type portWatch struct {
+	mu      sync.Mutex
+	waits   map[*portWait]struct{}
+	running bool
+	broken  bool // ListeningOn failed: waiters connect instead
+}
+
+type portWait struct {
+	port   int
+	cgroup uint64        // 0: any listener will do
+	done   chan struct{} // closed when the port listens, or on err
+	err    error         // errNoListenWatch, set before done closes
+}
+
+// add registers a wait for port; the caller removes it with remove.
+func (p *portWatch) add(port int, cgroup uint64) *portWait {
+	w := &portWait{port: port, cgroup: cgroup, done: make(chan struct{})}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.broken {
+		w.err = errNoListenWatch
+		close(w.done)
+		return w
+	}
+	if p.waits == nil {
+		p.waits = map[*portWait]struct{}{}
+	}
+	p.waits[w] = struct{}{}
+	if !p.running {
+		p.running = true
+		go p.loop()
+	}
+	return w
+}
+
+func (p *portWatch) remove(w *portWait) {
+	p.mu.Lock()
+	delete(p.waits, w)
+	p.mu.Unlock()
+}
+
+// loop queries while anyone waits and ends when nobody does. It starts
+// with a query, so a lone restarted server is seen at most
+// fastReadyPeriod after it listens; a waiter added while it runs is served
+// at its next tick.
+func (p *portWatch) loop() {
+	// The query's cost is read from this thread's CPU time.
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	var (
+		ports []int
+		seen  []observe.PortListen
+	)
+	t := time.NewTimer(time.Hour)
+	defer t.Stop()
+	for {
+		p.mu.Lock()
+		if len(p.waits) == 0 {
+			p.running = false
+			p.mu.Unlock()
+			return
+		}
+		ports = ports[:0]
+		for w := range p.waits {
+			ports = append(ports, w.port)
+		}
+		p.mu.Unlock()
+
+		began := threadCPU()
+		var err error
+		seen, err = observe.ListeningOn(ports, seen[:0])
+		took := threadCPU() - began
+
+		p.mu.Lock()
+		if err != nil {
+			p.broken = true
+			for w := range p.waits {
+				w.err = errNoListenWatch
+				close(w.done)
+				delete(p.waits, w)
+			}
+			p.running = false
+			p.mu.Unlock()
+			return
+		}
+		for w := range p.waits {
+			if listensFor(seen, w) {
+				close(w.done)
+				delete(p.waits, w)
+			}
+		}
+		p.mu.Unlock()
+
+		t.Reset(min(max(fastReadyPeriod, listenBudget*took), maxListenPeriod))
+		<-t.C
+	}
+}
+
+// listensFor reports whether seen holds a listener w waits for.
+func listensFor(seen []observe.PortListen, w *portWait) bool {
+	for _, l := range seen {
+		if l.Port() == w.port && l.LoopbackReachable() && (w.cgroup == 0 || l.CgroupID == 0 || l.CgroupID == w.cgroup) {
+			return true
+		}
+	}
+	return false
+}
+
+// cgroupID is the id of the server's cgroup (its folder's inode), 0 when
+// it has none or it cannot be read (any listener on the port then counts).
+func cgroupID(rec Record) uint64 {
+	if rec.Cgroup == "" {
+		return 0
+	}
+	dir, err := cgroupDir(rec.Cgroup)
+	if err != nil {
+		return 0
+	}
+	fi, err := os.Stat(dir)
+	if err != nil {
+		return 0
+	}
+	id, ok := fileID(fi)
+	if !ok {
+		return 0
+	}
+	return id.Ino
+}
