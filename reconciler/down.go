@@ -141,15 +141,12 @@ func (r *Reconciler) downTargets(names []string) ([]string, error) {
 	if len(names) > 0 {
 		return r.expandNames(names)
 	}
-	all := r.names()
 	if r.fw != nil {
-		return all, nil // under up: every server it knows
+		return r.names(), nil // under up: every server it knows
 	}
-	recs, _ := r.records.Records()
+	// Each record read once here (the stop reads it again, as it must).
 	set := map[string]bool{}
-	for _, rec := range recs {
-		set[rec.Name] = true
-	}
+	r.addRecorded(set)
 	r.mu.Lock()
 	for n, s := range r.servers {
 		if len(s.inbox) > 0 || s.st.phase == PhaseQuarantined {

@@ -524,6 +524,27 @@ func (r *Reconciler) serverLocked(name string) *server {
 // server.
 func (r *Reconciler) names() []string {
 	set := map[string]bool{}
+	r.addRecorded(set)
+	r.mu.Lock()
+	for n := range r.desired {
+		set[n] = true
+	}
+	for n := range r.servers {
+		set[n] = true
+	}
+	r.mu.Unlock()
+	out := make([]string, 0, len(set))
+	for n := range set {
+		out = append(out, n)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// addRecorded adds to set every server that has a record, or one found
+// untrusted (moved aside and posted to its server); a foreign record is
+// posted to its server.
+func (r *Reconciler) addRecorded(set map[string]bool) {
 	recorded, errs := r.recordNames()
 	for _, n := range recorded {
 		set[n] = true
@@ -542,20 +563,6 @@ func (r *Reconciler) names() []string {
 		}
 		r.log.Error(err, "Cannot read a record")
 	}
-	r.mu.Lock()
-	for n := range r.desired {
-		set[n] = true
-	}
-	for n := range r.servers {
-		set[n] = true
-	}
-	r.mu.Unlock()
-	out := make([]string, 0, len(set))
-	for n := range set {
-		out = append(out, n)
-	}
-	sort.Strings(out)
-	return out
 }
 
 // recordNames lists the servers that have a record: through recScan (only
