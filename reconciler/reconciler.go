@@ -687,6 +687,7 @@ func (r *Reconciler) teardown(workers <-chan struct{}) {
 		}
 		r.unpin(s)
 	}
+	r.events.closeAll()
 	if r.closeFn != nil {
 		if err := r.closeFn(); err != nil {
 			r.log.Error(err, "Cannot close the exit watcher")
