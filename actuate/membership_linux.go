@@ -167,11 +167,26 @@ func killCgroup(dir string) error {
 // when no other server's is left in it. A cgroup already gone is not an
 // error.
 func removeCgroup(dir string) error {
-	if err := os.Remove(dir); err != nil && !errors.Is(err, fs.ErrNotExist) {
+	// rmdir alone: os.Remove would try unlink first, which a folder
+	// always refuses (one failed system call per stop).
+	if err := rmdir(dir); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("remove cgroup %s: %w", dir, err)
 	}
-	_ = os.Remove(filepath.Dir(dir)) // ENOTEMPTY/EBUSY while others remain
+	_ = rmdir(filepath.Dir(dir)) // EBUSY while others remain
 	return nil
+}
+
+// rmdir removes the empty folder at dir (a cgroup), retrying on EINTR.
+func rmdir(dir string) error {
+	for {
+		err := unix.Rmdir(dir)
+		if err != unix.EINTR {
+			if err != nil {
+				return &fs.PathError{Op: "rmdir", Path: dir, Err: err}
+			}
+			return nil
+		}
+	}
 }
 
 // intoCgroup makes the spawn start straight in the cgroup open at f
@@ -200,10 +215,10 @@ func (d *StateDir) sweepCgroups() {
 	}
 	for _, e := range entries {
 		if e.IsDir() && checkName(e.Name()) == nil {
-			_ = os.Remove(filepath.Join(dir, e.Name()))
+			_ = rmdir(filepath.Join(dir, e.Name())) // EBUSY while populated
 		}
 	}
-	_ = os.Remove(dir)
+	_ = rmdir(dir)
 }
 
 // cloneRefused reports a spawn error that clone3 with CLONE_INTO_CGROUP
