@@ -35,7 +35,9 @@
 //     with `apply --wait` after the stop. Floor: the bench starting them in
 //     parallel.
 //  5. idle: the fleet running for -idle: CPU (utime+stime, and schedstat)
-//     and peak RSS (VmHWM) of the supervisor process itself.
+//     and RSS of the supervisor process itself: its peak (VmHWM, the row
+//     compared with the target), and, as information, its size at the
+//     window's end (VmRSS) and the file-backed part of that (RssFile).
 //  6. logs-idle (procfleet): `procfleet logs -f` of the whole fleet, and
 //     `tail -F` of every log as its floor, once both follow every file:
 //     their CPU over -window.

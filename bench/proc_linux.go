@@ -50,17 +50,24 @@ func readCPU(pid int) (cpuUsage, error) {
 	return u, nil
 }
 
-// readPeakRSS returns VmHWM of pid in bytes.
-func readPeakRSS(pid int) (uint64, error) {
+// readRSS reads the resident memory of pid.
+func readRSS(pid int) (memOf, error) {
 	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
-		return 0, fmt.Errorf("read peak rss of pid %d: %w", pid, err)
+		return memOf{}, fmt.Errorf("read rss of pid %d: %w", pid, err)
 	}
-	kb, err := parseStatusKB(data, "VmHWM")
-	if err != nil {
-		return 0, fmt.Errorf("read peak rss of pid %d: %w", pid, err)
+	var m memOf
+	for _, f := range []struct {
+		key string
+		to  *uint64
+	}{{"VmHWM", &m.Peak}, {"VmRSS", &m.Now}, {"RssFile", &m.File}} {
+		kb, err := parseStatusKB(data, f.key)
+		if err != nil {
+			return memOf{}, fmt.Errorf("read rss of pid %d: %w", pid, err)
+		}
+		*f.to = kb * 1024
 	}
-	return kb * 1024, nil
+	return m, nil
 }
 
 // processGone reports whether pid no longer runs: no such process, or a

@@ -18,7 +18,7 @@ type cpuUsage struct {
 }
 
 func readCPU(int) (cpuUsage, error)         { return cpuUsage{}, errNotLinux }
-func readPeakRSS(int) (uint64, error)       { return 0, errNotLinux }
+func readRSS(int) (memOf, error)            { return memOf{}, errNotLinux }
 func processGone(int) bool                  { return false }
 func readCmdline(int) ([]string, error)     { return nil, errNotLinux }
 func listeningPorts() (map[int]bool, error) { return nil, errNotLinux }

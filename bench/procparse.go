@@ -60,6 +60,11 @@ func parseSchedstat(data []byte) (uint64, error) {
 	return ns, nil
 }
 
+// memOf is what /proc/PID/status says of a process's resident memory, in
+// bytes: its peak (VmHWM), its current size (VmRSS), and the file-backed
+// part of that (RssFile: for a Go supervisor, mostly its binary's pages).
+type memOf struct{ Peak, Now, File uint64 }
+
 // parseStatusKB returns the value in kB of a "Key:   N kB" line of
 // /proc/PID/status.
 func parseStatusKB(data []byte, key string) (uint64, error) {

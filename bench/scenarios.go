@@ -102,6 +102,7 @@ type sizeRows struct {
 	cold, coldApply, stop       RowSpec
 	edit, editOthers            RowSpec
 	idleCPU, idleSched, idleRSS RowSpec
+	idleRSSNow, idleRSSFile     RowSpec
 	follow                      RowSpec
 	uiNoPage, uiPage            RowSpec
 }
@@ -173,6 +174,8 @@ func newRows(st settings) rows {
 		sr.idleCPU = RowSpec{Key: "idle.cpu" + k, Title: fmt.Sprintf("5. idle %d: supervisor CPU %s, utime+stime", n, per), Unit: "ms"}
 		sr.idleSched = RowSpec{Key: "idle.cpu.sched" + k, Title: fmt.Sprintf("5. idle %d: supervisor CPU %s, schedstat", n, per), Unit: "ms"}
 		sr.idleRSS = RowSpec{Key: "idle.rss" + k, Title: fmt.Sprintf("5. idle %d: supervisor peak RSS (VmHWM)", n), Unit: "MiB"}
+		sr.idleRSSNow = RowSpec{Key: "idle.rss.now" + k, Title: fmt.Sprintf("5. idle %d: supervisor RSS at the window's end (VmRSS)", n), Unit: "MiB"}
+		sr.idleRSSFile = RowSpec{Key: "idle.rss.file" + k, Title: fmt.Sprintf("5. idle %d: of that, file-backed (RssFile: the binary's pages)", n), Unit: "MiB"}
 		if cpu, rss, ok := idleTargets(n); ok {
 			sr.idleCPU.Target = &Target{Kind: TargetMax, Value: cpu, Text: fmt.Sprintf("< %.0f ms", cpu)}
 			sr.idleSched.Target = &Target{Kind: TargetMax, Value: cpu, Text: fmt.Sprintf("< %.0f ms", cpu)}
@@ -253,7 +256,7 @@ func (sr *sizeRows) forScenario(sc string) []RowSpec {
 	case scEdit:
 		return []RowSpec{sr.edit, sr.editOthers}
 	case scIdle:
-		return []RowSpec{sr.idleCPU, sr.idleSched, sr.idleRSS}
+		return []RowSpec{sr.idleCPU, sr.idleSched, sr.idleRSS, sr.idleRSSNow, sr.idleRSSFile}
 	case scLogsIdle:
 		return []RowSpec{sr.follow}
 	case scUI:
@@ -800,7 +803,7 @@ func (r *runner) idleCost(ctx context.Context, p Peer, f Fleet, sr *sizeRows) er
 	if err != nil {
 		return err
 	}
-	rss, err := readPeakRSS(pid)
+	rss, err := readRSS(pid)
 	if err != nil {
 		return err
 	}
@@ -814,11 +817,14 @@ func (r *runner) idleCost(ctx context.Context, p Peer, f Fleet, sr *sizeRows) er
 	scale := float64(30*time.Second) / float64(r.idle)
 	cpu := ms(c1.Ticks-c0.Ticks) * scale
 	sched := ms(c1.Sched-c0.Sched) * scale
-	mib := float64(rss) / (1 << 20)
+	mib := func(b uint64) float64 { return float64(b) / (1 << 20) }
 	r.res.Set(sr.idleCPU, p.Name(), cpu)
 	r.res.Set(sr.idleSched, p.Name(), sched)
-	r.res.Set(sr.idleRSS, p.Name(), mib)
-	r.log.Printf("%s: idle %d: pid %d CPU %.0f ms (schedstat %.1f ms) per 30 s, peak RSS %.1f MiB", p.Name(), len(f.Servers), pid, cpu, sched, mib)
+	r.res.Set(sr.idleRSS, p.Name(), mib(rss.Peak))
+	r.res.Set(sr.idleRSSNow, p.Name(), mib(rss.Now))
+	r.res.Set(sr.idleRSSFile, p.Name(), mib(rss.File))
+	r.log.Printf("%s: idle %d: pid %d CPU %.0f ms (schedstat %.1f ms) per 30 s, RSS peak %.1f MiB, now %.1f MiB (%.1f file-backed)",
+		p.Name(), len(f.Servers), pid, cpu, sched, mib(rss.Peak), mib(rss.Now), mib(rss.File))
 	return nil
 }
 
