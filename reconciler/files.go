@@ -3,7 +3,8 @@ package reconciler
 import (
 	"bytes"
 	"context"
-	"encoding/json"
+	"crypto/sha256"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"os"
@@ -350,11 +351,24 @@ func (w *FleetWatcher) read() readResult {
 		return readResult{errs: list, sig: b.Bytes()}
 	}
 	prints := fingerprints(fleet)
-	sig, err := json.Marshal(prints) // map keys are sorted: the same fleet gives the same bytes
-	if err != nil {
-		sig = []byte(err.Error())
+	return readResult{fleet: fleet, prints: prints, files: filePrints(fleet, prints), sig: fleetSig(fleet, prints)}
+}
+
+// fleetSig is what a read that loaded gave, in a few bytes: a SHA-256 of
+// every server's name and fingerprint, in name order, each
+// length-prefixed, so two reads agree exactly when their servers do.
+func fleetSig(f *spec.Fleet, prints map[string][]byte) []byte {
+	h := sha256.New()
+	var n [8]byte
+	for i := range f.Servers { // sorted by name
+		name := f.Servers[i].Metadata.Name
+		for _, b := range [][]byte{[]byte(name), prints[name]} {
+			binary.BigEndian.PutUint64(n[:], uint64(len(b)))
+			h.Write(n[:])
+			h.Write(b)
+		}
 	}
-	return readResult{fleet: fleet, prints: prints, files: filePrints(fleet, prints), sig: append([]byte("fleet\n"), sig...)}
+	return h.Sum([]byte("fleet\n"))
 }
 
 // filePrints maps each file the fleet read to what it gave: a fleet file
@@ -373,22 +387,10 @@ func filePrints(f *spec.Fleet, prints map[string][]byte) map[string][]byte {
 		b = append(b, prints[s.Metadata.Name]...)
 		m[s.Source.File] = append(b, '\n')
 		for _, e := range s.EnvFiles {
-			m[e.Path] = envPrint(e)
+			m[e.Path] = e.AppendPrint([]byte{})
 		}
 	}
 	return m
-}
-
-// envPrint is what an env file sets: its variables and values, in order.
-func envPrint(e spec.EnvFile) []byte {
-	b := []byte{}
-	for _, v := range e.Vars {
-		b = append(b, v.Name...)
-		b = append(b, 0)
-		b = append(b, v.Value...)
-		b = append(b, '\n')
-	}
-	return b
 }
 
 // noteAll notes events and says whether any of them counted.
@@ -715,29 +717,14 @@ func canonDir(dir string) string {
 }
 
 // fingerprints maps each server to its full content (every field but its
-// source position) and what its env files set, so any change, not only a
-// spec-hash change, is seen.
+// source position) and what its env files set (spec.Fleet.Fingerprint), so
+// any change, not only a spec-hash change, is seen.
 func fingerprints(f *spec.Fleet) map[string][]byte {
 	m := make(map[string][]byte, len(f.Servers))
 	for i := range f.Servers {
-		m[f.Servers[i].Metadata.Name] = fingerprintOf(&f.Servers[i])
+		m[f.Servers[i].Metadata.Name] = f.Fingerprint(i)
 	}
 	return m
-}
-
-// fingerprintOf is one server's fingerprint.
-func fingerprintOf(s *spec.Server) []byte {
-	b, err := json.Marshal(s)
-	if err != nil {
-		b = []byte(err.Error())
-	}
-	for _, e := range s.EnvFiles {
-		b = append(b, "\nenvFile "...)
-		b = append(b, e.Path...)
-		b = append(b, '\n')
-		b = append(b, envPrint(e)...)
-	}
-	return b
 }
 
 func changedNames(old, cur map[string][]byte) []string {

@@ -72,7 +72,7 @@ func readHolds(path string) (map[string]holdEntry, error) {
 // serverFingerprint is a server's fingerprint (FleetWatcher's: every field
 // and what its env files set) as a short hash.
 func serverFingerprint(s *spec.Server) string {
-	sum := sha256.Sum256(fingerprintOf(s))
+	sum := sha256.Sum256(s.Fingerprint())
 	return "sha256:" + hex.EncodeToString(sum[:])
 }
 

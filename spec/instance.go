@@ -128,14 +128,18 @@ func instancesOf(servers []Server, inherited func(string) (string, bool)) []Inst
 	}
 	out := make([]Instance, 0, n)
 	for i := range servers {
-		s := &servers[i]
-		if s.Spec.Replicas == nil {
-			out = append(out, s.instance(-1, inherited))
-			continue
-		}
-		for j := range max(0, *s.Spec.Replicas) {
-			out = append(out, s.instance(j, inherited))
-		}
+		out = servers[i].appendInstances(out, inherited)
+	}
+	return out
+}
+
+// appendInstances appends s's instances to out, by index.
+func (s *Server) appendInstances(out []Instance, inherited func(string) (string, bool)) []Instance {
+	if s.Spec.Replicas == nil {
+		return append(out, s.instance(-1, inherited))
+	}
+	for j := range max(0, *s.Spec.Replicas) {
+		out = append(out, s.instance(j, inherited))
 	}
 	return out
 }

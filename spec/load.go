@@ -52,6 +52,9 @@ type Fleet struct {
 	Warnings ErrorList
 
 	instances []Instance
+	// prints are the servers' fingerprints, by index, when a Loader
+	// loaded the fleet; nil otherwise.
+	prints [][]byte
 }
 
 // Get returns the server with the given name.
@@ -122,11 +125,27 @@ func loadWith(paths []string, c *docCache) (*Fleet, error) {
 		errs.Sort()
 		return nil, errs
 	}
-	slices.SortFunc(servers, func(a, b Server) int { return strings.Compare(a.Metadata.Name, b.Metadata.Name) })
-	f := &Fleet{Servers: servers, Files: read, Environ: os.Environ()}
+	f := &Fleet{Files: read, Environ: os.Environ()}
 	inherited := lookupIn(f.Environ)
-	f.instances = instancesOf(f.Servers, inherited)
-	f.Warnings = Warn(f.Servers, inherited)
+	if c == nil {
+		slices.SortFunc(servers, func(a, b Server) int { return strings.Compare(a.Metadata.Name, b.Metadata.Name) })
+		f.Servers = servers
+		f.instances = instancesOf(f.Servers, inherited)
+		f.Warnings = Warn(f.Servers, inherited)
+		return f, nil
+	}
+	// Names are unique (validated): sorting by name has one result.
+	order := make([]int, len(servers))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortFunc(order, func(a, b int) int { return strings.Compare(servers[a].Metadata.Name, servers[b].Metadata.Name) })
+	f.Servers = make([]Server, len(servers))
+	memos := make([]*serverMemo, len(servers))
+	for i, j := range order {
+		f.Servers[i], memos[i] = servers[j], all[j].memo
+	}
+	c.derive(f, memos, inherited)
 	return f, nil
 }
 
@@ -337,6 +356,9 @@ func LoadBytes(file string, data []byte) ([]Server, error) {
 type docResult struct {
 	server Server
 	bad    []string
+	// memo, for a document a Loader keeps, is what Load derived from its
+	// server at the last load that used it; nil otherwise.
+	memo *serverMemo
 }
 
 // covers reports whether field is, lies under, or holds a field that failed

@@ -39,11 +39,16 @@ func (l *Loader) Load(paths ...string) (*Fleet, error) {
 }
 
 // docCache maps a document, as it stands in its file, to what decoding it
-// gave.
+// gave, and keeps with each decoded server what Load derives from it.
 type docCache struct {
 	prev, next map[docKey]*docEntry
-	// decoded counts the documents decoded (tests).
-	decoded int
+	// decoded counts the documents decoded (tests); derived the servers
+	// whose instances, warnings and fingerprint were computed (tests).
+	decoded, derived int
+	// environ is procfleet's environment at the last load, and envGen
+	// counts its changes: a memo is of one environment.
+	environ []string
+	envGen  uint64
 }
 
 // docKey is a part of a fleet file that starts at a document start marker
@@ -89,6 +94,9 @@ func (c *docCache) parse(file string, data []byte) ([]docResult, ErrorList) {
 			if len(errs) > 0 {
 				// Decoded whole, its errors are as Load reports them.
 				return parse(file, data)
+			}
+			for i := range got {
+				got[i].memo = &serverMemo{}
 			}
 			e = &docEntry{docs: got, line: 1, nodes: budget - left, n: n}
 			c.decoded += len(got)
@@ -180,4 +188,92 @@ func splitDocs(data []byte) []docPart {
 		parts = append(parts, docPart{line: startLine, text: data[start:]})
 	}
 	return parts
+}
+
+// serverMemo is what Load derives from one decoded server: its instances,
+// its warnings and its fingerprint. It is kept with its document while the
+// document's text, the variables of its env files and procfleet's
+// environment stay as they were, so a load computes them only for the
+// servers that changed. Where the document moved in its file (a server
+// above it grew), the values placed by line move with it: its lines are
+// those of the document at line, and every value placed in the fleet file
+// shifts by the difference.
+type serverMemo struct {
+	ok        bool
+	envGen    uint64
+	envFiles  []EnvFile // as read when computed
+	line      int       // Source.Line when computed
+	instances []Instance
+	// spec are the warnings placed in the fleet file, files those in env
+	// files (Warn, by warnServer).
+	spec, files ErrorList
+	print       []byte
+}
+
+// derive sets f's instances, warnings and fingerprints from memos (one per
+// server of f, nil for a server whose document is not kept), computing
+// them for the servers whose memo does not hold. f.Servers is sorted.
+func (c *docCache) derive(f *Fleet, memos []*serverMemo, inherited func(string) (string, bool)) {
+	if !slices.Equal(c.environ, f.Environ) {
+		c.environ = slices.Clone(f.Environ)
+		c.envGen++
+	}
+	n := 0
+	for i := range memos {
+		s := &f.Servers[i]
+		m := memos[i]
+		if m == nil {
+			m = &serverMemo{}
+		}
+		if !m.ok || m.envGen != c.envGen || !envFilesEqual(m.envFiles, s.EnvFiles) {
+			*m = serverMemo{ok: true, envGen: c.envGen, envFiles: s.EnvFiles, line: s.Source.Line}
+			m.instances = s.appendInstances(nil, inherited)
+			for j := range m.instances {
+				m.instances[j].Server = nil // set to the fleet's own at each load
+			}
+			m.spec, m.files = warnServer(s, inherited)
+			m.print = s.Fingerprint()
+			c.derived++
+		}
+		memos[i] = m
+		n += len(m.instances)
+	}
+	f.instances = make([]Instance, 0, n)
+	f.prints = make([][]byte, len(memos))
+	var warnings ErrorList
+	for i, m := range memos {
+		s := &f.Servers[i]
+		dl := s.Source.Line - m.line
+		for _, in := range m.instances {
+			in.Server = s
+			if dl != 0 {
+				in.Env = slices.Clone(in.Env)
+				for k := range in.Env {
+					if in.Env[k].From.Kind == FromEnv {
+						in.Env[k].From.Line += dl
+					}
+				}
+			}
+			f.instances = append(f.instances, in)
+		}
+		for _, w := range m.spec {
+			if dl != 0 {
+				moved := *w
+				moved.Line += dl
+				w = &moved
+			}
+			warnings = append(warnings, w)
+		}
+		warnings = append(warnings, m.files...)
+		f.prints[i] = m.print
+	}
+	f.Warnings = sortWarnings(warnings)
+}
+
+// envFilesEqual reports whether a and b are the same env files with the
+// same variables, each from the same line.
+func envFilesEqual(a, b []EnvFile) bool {
+	return slices.EqualFunc(a, b, func(x, y EnvFile) bool {
+		return x.Path == y.Path && x.Name == y.Name && slices.Equal(x.Vars, y.Vars)
+	})
 }

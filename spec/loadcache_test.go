@@ -1,10 +1,12 @@
 package spec
 
 import (
+	"bytes"
 	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -33,6 +35,12 @@ func loadBoth(t *testing.T, l *Loader, path string) (*Fleet, int) {
 	}
 	if got != nil && want != nil {
 		got.Environ, want.Environ = nil, nil // os.Environ() of each call
+		for i := range want.Servers {
+			if !bytes.Equal(got.Fingerprint(i), want.Fingerprint(i)) {
+				t.Fatalf("server %s: Loader's fingerprint %q, Load's %q", want.Servers[i].Metadata.Name, got.Fingerprint(i), want.Fingerprint(i))
+			}
+		}
+		got.prints = nil // computed once per document by a Loader only
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("Loader.Load and Load differ:\n%+v\n%+v", got, want)
@@ -87,6 +95,67 @@ func TestLoaderDecodesOnlyWhatChanged(t *testing.T) {
 	}
 }
 
+// TestLoaderDerivesOnlyWhatChanged: instances, warnings and fingerprints
+// are computed again only for the servers whose document, env files or
+// environment changed, and are exactly Load's (lines included) after a
+// server above others grew, an env file changed, and the environment
+// changed.
+func TestLoaderDerivesOnlyWhatChanged(t *testing.T) {
+	dir := t.TempDir()
+	path, envPath := filepath.Join(dir, "procfleet.yaml"), filepath.Join(dir, "app.env")
+	write := func(file, s string) {
+		t.Helper()
+		if err := os.WriteFile(file, []byte(s), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Every server has values placed by line: env entries (one a reference
+	// that stays as written, one a shell-style ${X}), a ${Y} in its args,
+	// and an env file with a line procfleet ignores.
+	doc := func(i int, extra string) string {
+		return server(fmt.Sprintf("s%02d", i), fmt.Sprintf(
+			"  args: [--gen, \"${Y}\", \"$(A)\"]\n  port: %d\n  envFile: [app.env]\n  env:\n%s  - name: A\n    value: \"$(MISSING)-$(PORT)\"\n  - name: B\n    value: \"${X}\"\n", 30000+i, extra))
+	}
+	fleet := func(extra map[int]string) string {
+		docs := make([]string, 20)
+		for i := range docs {
+			docs[i] = doc(i, extra[i])
+		}
+		return strings.Join(docs, "---\n")
+	}
+	derived := func(l *Loader) int { return l.cache.derived }
+	var l Loader
+	write(envPath, "PORT=1\nFROM_FILE=$(A)\n")
+	write(path, fleet(nil))
+	t.Setenv("PROCFLEET_TEST_INHERITED", "1")
+	f, _ := loadBoth(t, &l, path)
+	if len(f.Warnings) == 0 {
+		t.Fatal("no warnings: the fleet does not test their lines")
+	}
+	steps := []struct {
+		what string
+		do   func()
+		want int // servers derived again
+	}{
+		{"the same files", func() {}, 0},
+		{"one server edited", func() { write(path, fleet(map[int]string{7: "  - name: C\n    value: c\n"})) }, 1},
+		{"a server near the top grew: the ones below moved", func() {
+			write(path, fleet(map[int]string{1: "  - name: D\n    value: d\n  - name: E\n    value: e\n", 7: "  - name: C\n    value: c\n"}))
+		}, 1},
+		{"the env file changed", func() { write(envPath, "PORT=1\nFROM_FILE=$(A)\nMORE=x\n") }, 20},
+		{"procfleet's environment changed", func() { t.Setenv("PROCFLEET_TEST_INHERITED", "2") }, 20},
+		{"a server above the others shrank", func() { write(path, fleet(map[int]string{7: "  - name: C\n    value: c\n"})) }, 1},
+	}
+	for _, st := range steps {
+		st.do()
+		before := derived(&l)
+		loadBoth(t, &l, path)
+		if got := derived(&l) - before; got != st.want {
+			t.Errorf("%s: %d servers derived again, want %d", st.what, got, st.want)
+		}
+	}
+}
+
 // The cache decodes a part of a file alone only where that cannot change
 // what the file means; every case here must load as Load loads it.
 func TestLoaderAgreesWithLoad(t *testing.T) {
@@ -137,6 +206,10 @@ func FuzzDocCache(f *testing.F) {
 			got, gerr := c.parse("fuzz.yaml", data)
 			c.prev, c.next = c.next, nil
 			want, werr := parse("fuzz.yaml", data)
+			got = slices.Clone(got)
+			for i := range got {
+				got[i].memo = nil // the cache's own
+			}
 			if !reflect.DeepEqual(gerr, werr) || !reflect.DeepEqual(got, want) {
 				t.Fatalf("cache gave %+v, %v; parse gave %+v, %v", got, gerr, want, werr)
 			}
