@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"sync"
@@ -85,6 +86,8 @@ type Actuator struct {
 	// the reaper's removal of an exited child's empty one, so that a reaper
 	// never removes the fresh cgroup of the next spawn of the same name.
 	cgLocks map[string]*sync.Mutex
+
+	prepared map[string]*prepared // next spawns made ready (PrepareNext)
 }
 
 // StartRequest is what Spawn and Start need to start one server.
@@ -241,16 +244,21 @@ func (a *Actuator) Spawn(ctx context.Context, req StartRequest) (*Running, error
 	log := a.Log.WithValues("server", req.Name)
 	primeKernelLog()
 
-	// The intent record's temp file is written and synced while the port
+	// The intent record's temp file was written and synced while the
+	// server ran (PrepareNext), or is written and synced while the port
 	// is checked, the log opened and the cgroup made; it is renamed into
 	// place once they are done, and removed if the spawn goes no further.
+	startedAt := a.now().UTC().Truncate(time.Second)
 	token := newToken()
-	intent := Record{Version: RecordVersion, Name: req.Name, Instance: token, Port: req.Port, SpecHash: req.SpecHash,
-		StartedAt: a.now().UTC().Truncate(time.Second), Cgroup: a.Dir.serverCgroupPath(req.Name)}
-	if fid, err := a.Dir.folderID(); err == nil {
-		intent.StateDir = &fid
+	intent := a.intentRecord(req, token)
+	var staged *stagedIntent
+	p := a.usePrepared(intent)
+	if p != nil {
+		token, intent, staged = p.rec.Instance, p.rec, p.staged
+	} else {
+		intent.StartedAt = startedAt
+		staged = a.Dir.stageIntent(intent)
 	}
-	staged := a.Dir.stageIntent(intent)
 	committed := false
 	defer func() {
 		if !committed {
@@ -313,6 +321,10 @@ func (a *Actuator) Spawn(ctx context.Context, req StartRequest) (*Running, error
 	}
 	if made == intent.Cgroup {
 		err = staged.commit()
+		if errors.Is(err, fs.ErrNotExist) && p != nil {
+			// A prepared one, swept meanwhile by age (sweepTemps).
+			err = a.Dir.writeIntent(intent)
+		}
 	} else {
 		staged.discard()
 		intent.Cgroup = made
@@ -324,6 +336,7 @@ func (a *Actuator) Spawn(ctx context.Context, req StartRequest) (*Running, error
 		dropCgroup()
 		return nil, &StartError{Name: req.Name, Reason: ReasonFailed, ExitCode: -1, Message: "write intent record", Err: err}
 	}
+	intent.StartedAt = startedAt // a prepared record's file has none
 
 	newCmd := func() *exec.Cmd {
 		cmd := exec.Command(req.Argv[0], req.Argv[1:]...)

@@ -39,6 +39,18 @@
 //     synced before its rename; the folder is synced once, after the full
 //     record's rename (a crash of the machine before it ends the process
 //     too).
+//   - A restart's intent record is prepared while the server runs
+//     (PrepareNext, called by up at Ready): its token drawn, the record
+//     written and synced under a temp name (".<name>.json.tmp-next-*"), so
+//     that after a crash only its rename remains before the exec. What
+//     this can leave on disk is safe: the temp file is never read as a
+//     record (readers take "<name>.json" only), its token was given to no
+//     process, and it is removed by DropPrepared (a stop), by a Spawn that
+//     cannot use it (another spec hash, port, membership or folder), by
+//     the next holder of the lock whatever its age (only a lock holder
+//     prepares), and by the age sweep. Once renamed it is the intent
+//     record a spawn writes, but for its start time (none: the full
+//     record, or an adoption, gives it), with the same rule 8.
 //   - A removal is not synced: a record a crash of the machine brings back
 //     names a process of an earlier boot (stale or reused: removed without
 //     a signal).

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io/fs"
 	"slices"
+	"time"
 
 	"github.com/procfleet/procfleet/observe"
 )
@@ -160,6 +161,11 @@ func (a *Actuator) adopt(intent Record, m *member) (IntentResolution, error) {
 	}
 	inode, _ := m.h.PidfdInode()
 	rec := intent
+	if rec.StartedAt.IsZero() {
+		// Prepared before its spawn (PrepareNext): the adoption is the
+		// first moment known to follow the start.
+		rec.StartedAt = a.now().UTC().Truncate(time.Second)
+	}
 	rec.PID, rec.PGID, rec.StartTime, rec.BootID, rec.UID = m.id.PID, m.id.PID, m.id.StartTime, boot, m.id.UID
 	rec.Cmdline, rec.SpawnCmdline, rec.PidfdInode = slices.Clone(m.id.Cmdline), slices.Clone(m.id.Cmdline), inode
 	if err := a.Dir.WriteRecord(rec); err != nil {

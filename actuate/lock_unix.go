@@ -17,7 +17,9 @@ import (
 
 // Lock takes the state folder's lock: flock(LOCK_EX|LOCK_NB) on the lock
 // file, then writes this process's pid into it, and removes the folder's
-// empty server cgroups (left by servers that ended unwatched). When another process (or
+// empty server cgroups (left by servers that ended unwatched) and the
+// intent records an earlier holder prepared and never used (PrepareNext).
+// When another process (or
 // another open of the lock file in this one) holds it, Lock fails at once
 // with *LockedError naming the holder's pid. release unlocks and closes;
 // the lock also ends when the process does.
@@ -39,6 +41,7 @@ func (d *StateDir) Lock() (release func() error, err error) {
 		return nil, fmt.Errorf("lock state folder %s: write pid: %w", path, err)
 	}
 	d.sweepCgroups()
+	d.sweepPrepared()
 	released := false
 	return func() error {
 		if released {

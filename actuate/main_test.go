@@ -32,6 +32,9 @@ type spawnerRequest struct {
 	PauseFile string `json:"pauseFile,omitempty"`
 	// DenyClone3 makes the spawner refuse itself clone3 first (seccomp).
 	DenyClone3 bool `json:"denyClone3,omitempty"`
+	// Prepared makes the spawner prepare the spawn first (PrepareNext),
+	// as up does for a restart, so the intent record is a prepared one.
+	Prepared bool `json:"prepared,omitempty"`
 }
 
 func TestMain(m *testing.M) {
@@ -70,7 +73,12 @@ func runSpawner(v string) int {
 			os.Exit(3)
 		}
 	}
-	r, err := a.Start(ctx, StartRequest{Name: req.Name, Argv: req.Argv, Env: req.Env, Port: req.Port, StartupTimeout: 30 * time.Second})
+	sreq := StartRequest{Name: req.Name, Argv: req.Argv, Env: req.Env, Port: req.Port, StartupTimeout: 30 * time.Second}
+	if req.Prepared {
+		a.PrepareNext(sreq)
+		_ = preparedToken(a, sreq.Name)
+	}
+	r, err := a.Start(ctx, sreq)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "spawner:", err)
 		return 1

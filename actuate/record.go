@@ -189,8 +189,13 @@ func writeFileAtomic(dir, name string, data []byte, syncFolder bool) error {
 
 // writeTemp writes data to a new temp file for dir/name (mode 0600) and
 // syncs it; nothing is left behind when it fails.
-func writeTemp(dir, name string, data []byte) (_ string, err error) {
-	f, err := os.CreateTemp(dir, "."+name+tempInfix+"*")
+func writeTemp(dir, name string, data []byte) (string, error) {
+	return writeTempAs(dir, name, tempInfix, data)
+}
+
+// writeTempAs is writeTemp with a temp file named "."+name+infix+random.
+func writeTempAs(dir, name, infix string, data []byte) (_ string, err error) {
+	f, err := os.CreateTemp(dir, "."+name+infix+"*")
 	if err != nil {
 		return "", err
 	}
@@ -231,6 +236,11 @@ type stagedIntent struct {
 
 // stageIntent starts writing the intent record r (see writeIntent).
 func (d *StateDir) stageIntent(r Record) *stagedIntent {
+	return d.stageIntentAs(r, tempInfix)
+}
+
+// stageIntentAs is stageIntent with a temp file named with infix.
+func (d *StateDir) stageIntentAs(r Record, infix string) *stagedIntent {
 	s := &stagedIntent{dir: filepath.Join(d.Path, serversDir), name: r.Name + recordExt, done: make(chan struct{})}
 	data, err := d.recordData(r)
 	if err != nil {
@@ -240,7 +250,7 @@ func (d *StateDir) stageIntent(r Record) *stagedIntent {
 	}
 	go func() {
 		defer close(s.done)
-		s.tmp, s.err = writeTemp(s.dir, s.name, data)
+		s.tmp, s.err = writeTempAs(s.dir, s.name, infix, data)
 	}()
 	return s
 }

@@ -280,6 +280,7 @@ func (r *Reconciler) started(ctx context.Context, s *server, d Desired, p post) 
 		return st.becameReady(s.name, readyInput{rec: running.Record, since: since, window: min, windowMsg: minReadyMessage(min), now: r.clock.Now()})
 	})
 	r.exits.Watch(running.Handle, func() { r.queue.Add(s.name) })
+	r.prepareNext(s, d)
 	r.startProbes(ctx, s, d, t)
 	r.enqueueDependents(s.name)
 	if s.recordLost != "" {
@@ -975,6 +976,7 @@ func startFailureReason(se *actuate.StartError, d Desired) string {
 // stop stops the server's process (abandoning a start in progress first).
 func (r *Reconciler) stop(ctx context.Context, s *server, d Desired, a Action, rec *actuate.Record) (Result, error) {
 	now := r.clock.Now()
+	r.dropPrepared(s)
 	if s.startCancel != nil {
 		s.startCancel()
 		<-s.startDone

@@ -1,0 +1,34 @@
+package reconciler
+
+import (
+	"github.com/procfleet/procfleet/actuate"
+	"github.com/procfleet/procfleet/spec"
+)
+
+// preparer is the part of *actuate.Actuator that readies a server's next
+// spawn while it runs (an intent record written and synced ahead, its
+// token drawn), so that the restart after a crash only renames it into
+// place. An Actuator without it (a test's fake) spawns as before.
+type preparer interface {
+	PrepareNext(req actuate.StartRequest)
+	DropPrepared(name string)
+}
+
+// prepareNext readies the next spawn of s once its process is Ready. Not
+// for apply (it exits: nothing of its restarts), nor for a server that is
+// never restarted.
+func (r *Reconciler) prepareNext(s *server, d Desired) {
+	p, ok := r.act.(preparer)
+	if !ok || r.cfg.OneShot || d.Server == nil || d.Server.Spec.RestartPolicy == spec.RestartNever {
+		return
+	}
+	p.PrepareNext(startRequest(d))
+}
+
+// dropPrepared removes what prepareNext readied for s: it is being
+// stopped.
+func (r *Reconciler) dropPrepared(s *server) {
+	if p, ok := r.act.(preparer); ok {
+		p.DropPrepared(s.name)
+	}
+}
