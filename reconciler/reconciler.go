@@ -228,6 +228,10 @@ type server struct {
 	// Guarded by Reconciler.mu.
 	rest    *observe.Handle
 	restGen uint64
+	// deadRecord, deadStarted: an exited process's record and started/
+	// file, left for a restart to replace or the pass's end to remove
+	// (deadrecord.go).
+	deadRecord, deadStarted bool
 }
 
 type tracked struct {

@@ -129,6 +129,7 @@ func (r *Reconciler) reconcile(ctx context.Context, name string) (Result, error)
 	if werr := r.rewriteRecord(s); werr != nil && err == nil {
 		err = werr // tried again with the queue's backoff
 	}
+	r.clearDeadRecord(s)
 	if t := s.tracked; t != nil && s.startedFor != d.Server {
 		r.noteStarted(s, d, t.rec)
 	}
@@ -352,7 +353,11 @@ func (r *Reconciler) observe(ctx context.Context, s *server, d Desired) (observa
 // server's memory adds: a quarantine found at a stop, an UntrustedRecord
 // quarantine until nothing it protects is left.
 func (r *Reconciler) observeRecord(ctx context.Context, s *server, d Desired, ob *observation) error {
-	rec, err := r.records.ReadRecord(s.name)
+	var rec actuate.Record
+	err := error(fs.ErrNotExist) // an exited process's: it names nothing
+	if !s.deadRecord {
+		rec, err = r.records.ReadRecord(s.name)
+	}
 	if err != nil && !isNotExist(err) && !isRecordVerdict(err) {
 		return fmt.Errorf("observe server %s: %w", s.name, err)
 	}
@@ -603,10 +608,9 @@ func (r *Reconciler) handleExit(ctx context.Context, s *server, t *tracked) erro
 	if !learn {
 		_ = t.handle.Close()
 	}
-	if err := r.records.RemoveRecord(s.name); err != nil {
-		r.log.Error(err, "Cannot remove the record of an exited server", "server", s.name)
-	}
-	r.forgetStarted(s)
+	// Replaced by a restart's intent record, or removed at the end of
+	// this pass (deadrecord.go).
+	s.deadRecord, s.deadStarted = true, true
 	now := r.clock.Now()
 	le.At = now
 	s.tracked = nil
@@ -898,6 +902,9 @@ func (r *Reconciler) start(ctx context.Context, s *server, d Desired, a Action) 
 	logOffset := r.logSize(s.name)
 	running, err := r.act.Spawn(ctx, req)
 	spawned := r.clock.Now()
+	if err == nil {
+		s.deadRecord = false // its intent record was renamed over it
+	}
 	if err != nil {
 		var se *actuate.StartError
 		if errors.As(err, &se) && se.Reason == actuate.ReasonPortConflict {
