@@ -88,6 +88,7 @@ type Actuator struct {
 	cgLocks map[string]*sync.Mutex
 
 	prepared map[string]*prepared // next spawns made ready (PrepareNext)
+	prep     preparerState
 }
 
 // StartRequest is what Spawn and Start need to start one server.

@@ -14,21 +14,36 @@ const preparedInfix = tempInfix + "next-"
 
 // prepared is the next spawn of one server made ready while its process
 // runs: an intent record, with the instance token drawn for it, written
-// and synced under a temp name.
+// and synced under a temp name by the Actuator's preparer.
 type prepared struct {
 	rec    Record
 	staged *stagedIntent
+	// writing: the preparer took it (or it was cancelled); guarded by
+	// Actuator.mu.
+	writing bool
+}
+
+// preparerState is the Actuator's one preparer: the names whose prepared
+// intent waits for its write, in order, and whether the goroutine that
+// writes them runs. Guarded by Actuator.mu.
+type preparerState struct {
+	queue   []string
+	running bool
 }
 
 // PrepareNext readies the next spawn of req's server while the current
 // one runs, so that a crash's restart does not wait for the intent
 // record's data to reach the disk: a fresh instance token is drawn and the
 // intent record Spawn would write (name, token, cgroup, port, spec hash;
-// no pid, no start time) is written and synced in the background under a
-// temp name in servers/. Spawn of that server renames it over the record
-// when the request still matches (same spec hash, port, membership and
-// state folder); otherwise, or when it was swept, Spawn writes one afresh.
-// A prepared record replaces an earlier one. DropPrepared removes it.
+// no pid, no start time) is written and synced under a temp name in
+// servers/, by one goroutine for the whole Actuator, one record after the
+// other (a fleet turning Ready at once costs no burst of fsyncs, nor a
+// thread blocked per server). Spawn of that server renames it over the
+// record when the request still matches (same spec hash, port, membership
+// and state folder) and it is written (or being written: Spawn waits for
+// that one fsync); otherwise, or when it was swept, Spawn writes one
+// afresh. A prepared record replaces an earlier one. DropPrepared removes
+// it.
 //
 // What it leaves on disk is only ever a temp file, never read as a record:
 // if procfleet dies before the rename, the next holder of the state
@@ -39,16 +54,49 @@ func (a *Actuator) PrepareNext(req StartRequest) {
 		return
 	}
 	rec := a.intentRecord(req, newToken())
-	st := a.Dir.stageIntentAs(rec, preparedInfix)
+	p := &prepared{rec: rec, staged: a.Dir.newStaged(rec, preparedInfix)}
 	a.mu.Lock()
 	if a.prepared == nil {
 		a.prepared = make(map[string]*prepared)
 	}
 	old := a.prepared[req.Name]
-	a.prepared[req.Name] = &prepared{rec: rec, staged: st}
+	if old != nil && !old.writing {
+		old.writing = true
+		old.staged.cancel()
+	}
+	a.prepared[req.Name] = p
+	a.prep.queue = append(a.prep.queue, req.Name)
+	if !a.prep.running {
+		a.prep.running = true
+		go a.runPreparer()
+	}
 	a.mu.Unlock()
 	if old != nil {
 		old.staged.discard()
+	}
+}
+
+// runPreparer writes the queued prepared intents one after the other and
+// ends when none is left.
+func (a *Actuator) runPreparer() {
+	for {
+		a.mu.Lock()
+		if len(a.prep.queue) == 0 {
+			a.prep.running = false
+			a.prep.queue = nil
+			a.mu.Unlock()
+			return
+		}
+		name := a.prep.queue[0]
+		a.prep.queue = a.prep.queue[1:]
+		p := a.prepared[name]
+		if p == nil || p.writing {
+			a.mu.Unlock()
+			continue
+		}
+		p.writing = true
+		a.mu.Unlock()
+		p.staged.write()
 	}
 }
 
@@ -70,12 +118,18 @@ func (a *Actuator) intentRecord(req StartRequest, token string) Record {
 	return rec
 }
 
-// takePrepared removes and returns the prepared next spawn of name.
+// takePrepared removes and returns the prepared next spawn of name; one
+// the preparer has not begun to write is cancelled (its done closed with
+// an error), so that waiting on it never blocks longer than one write.
 func (a *Actuator) takePrepared(name string) *prepared {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	p := a.prepared[name]
 	delete(a.prepared, name)
+	if p != nil && !p.writing {
+		p.writing = true
+		p.staged.cancel()
+	}
 	return p
 }
 
@@ -88,7 +142,8 @@ func (a *Actuator) usePrepared(want Record) *prepared {
 		return nil
 	}
 	// Written long ago, unless the spawn follows Ready at once: then the
-	// wait is at most what writing one afresh would take.
+	// wait is at most the one write in progress, what writing one afresh
+	// would take; one not yet begun was cancelled.
 	<-p.staged.done
 	if p.staged.err == nil && p.rec.matches(want) {
 		return p

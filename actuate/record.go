@@ -228,31 +228,43 @@ func writeTempAs(dir, name, infix string, data []byte) (_ string, err error) {
 // makes the cgroup (stageIntent); commit renames it into place as
 // writeIntent would, discard removes it.
 type stagedIntent struct {
-	dir, name string
-	done      chan struct{}
-	tmp       string
-	err       error
+	dir, name, infix string
+	data             []byte
+	done             chan struct{} // closed once tmp and err are set
+	tmp              string
+	err              error
 }
 
 // stageIntent starts writing the intent record r (see writeIntent).
 func (d *StateDir) stageIntent(r Record) *stagedIntent {
-	return d.stageIntentAs(r, tempInfix)
+	s := d.newStaged(r, tempInfix)
+	go s.write()
+	return s
 }
 
-// stageIntentAs is stageIntent with a temp file named with infix.
-func (d *StateDir) stageIntentAs(r Record, infix string) *stagedIntent {
-	s := &stagedIntent{dir: filepath.Join(d.Path, serversDir), name: r.Name + recordExt, done: make(chan struct{})}
-	data, err := d.recordData(r)
-	if err != nil {
-		s.err = err
-		close(s.done)
-		return s
-	}
-	go func() {
-		defer close(s.done)
-		s.tmp, s.err = writeTempAs(s.dir, s.name, infix, data)
-	}()
+// newStaged is an intent record r to be written (write) to a temp file
+// named with infix.
+func (d *StateDir) newStaged(r Record, infix string) *stagedIntent {
+	s := &stagedIntent{dir: filepath.Join(d.Path, serversDir), name: r.Name + recordExt, infix: infix, done: make(chan struct{})}
+	s.data, s.err = d.recordData(r)
 	return s
+}
+
+// write writes and syncs the temp file; it is called once.
+func (s *stagedIntent) write() {
+	defer close(s.done)
+	if s.err == nil {
+		s.tmp, s.err = writeTempAs(s.dir, s.name, s.infix, s.data)
+	}
+}
+
+// errNotWritten is the error of a staged intent cancelled before its write.
+var errNotWritten = errors.New("intent record not written")
+
+// cancel ends a staged intent whose write never started.
+func (s *stagedIntent) cancel() {
+	s.err = errNotWritten
+	close(s.done)
 }
 
 // commit waits for the temp file and renames it over the record.
