@@ -107,6 +107,20 @@ func (a *Actuator) DropPrepared(name string) {
 	}
 }
 
+// DropAllPrepared removes every prepared next spawn: its caller will
+// spawn no more (up exiting).
+func (a *Actuator) DropAllPrepared() {
+	a.mu.Lock()
+	names := make([]string, 0, len(a.prepared))
+	for name := range a.prepared {
+		names = append(names, name)
+	}
+	a.mu.Unlock()
+	for _, name := range names {
+		a.DropPrepared(name)
+	}
+}
+
 // intentRecord is the intent record of a spawn of req with token, without
 // a start time (the full record has it).
 func (a *Actuator) intentRecord(req StartRequest, token string) Record {

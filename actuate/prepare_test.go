@@ -173,6 +173,16 @@ func TestPreparedIntentNotUsed(t *testing.T) {
 	if preparedToken(a, "api") != "" {
 		t.Error("still prepared after DropPrepared")
 	}
+
+	// DropAllPrepared, whether or not the preparer has written them yet.
+	for _, name := range []string{"api", "db", "web"} {
+		a.PrepareNext(StartRequest{Name: name, Port: port, SpecHash: "h2"})
+	}
+	_ = preparedToken(a, "api")
+	a.DropAllPrepared()
+	if got := tempFiles(t, a.Dir); len(got) != 0 {
+		t.Errorf("temp files after DropAllPrepared: %q", got)
+	}
 }
 
 // TestLockSweepsPrepared: a new holder of the lock removes what an earlier

@@ -12,6 +12,7 @@ import (
 type preparer interface {
 	PrepareNext(req actuate.StartRequest)
 	DropPrepared(name string)
+	DropAllPrepared()
 }
 
 // prepareNext readies the next spawn of s once its process is Ready. Not
@@ -30,5 +31,14 @@ func (r *Reconciler) prepareNext(s *server, d Desired) {
 func (r *Reconciler) dropPrepared(s *server) {
 	if p, ok := r.act.(preparer); ok {
 		p.DropPrepared(s.name)
+	}
+}
+
+// dropAllPrepared removes everything prepareNext readied, once the
+// workers have ended: nothing of this reconciler restarts any more (up
+// exits, or stops the fleet with a reconciler of its own).
+func (r *Reconciler) dropAllPrepared() {
+	if p, ok := r.act.(preparer); ok {
+		p.DropAllPrepared()
 	}
 }

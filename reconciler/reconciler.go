@@ -674,6 +674,7 @@ func (r *Reconciler) teardown(workers <-chan struct{}) {
 		}
 	}
 	r.starts.Wait()
+	r.dropAllPrepared()
 	r.mu.Lock()
 	for _, s := range r.servers {
 		for _, p := range s.inbox {
