@@ -155,7 +155,7 @@
 // server's cgroup when it has one (the port was free at the spawn: a
 // listener of another cgroup is someone else's). One loop of the process
 // serves every start with one sock_diag query per tick (2 ms, stretched
-// to keep its CPU time under 1/20 of the time), so readiness costs the
+// to keep its CPU time under 1/50 of the time), so readiness costs the
 // same for one server or 1,000 starting together. Without sock_diag it
 // connects (observe.PortAccepting), every 2 ms for the first second.
 // An exit first gives

@@ -17,7 +17,7 @@ import (
 // cost of readiness is bounded by the machine, not by how many servers
 // start at once.
 const (
-	listenBudget    = 20
+	listenBudget    = 50
 	maxListenPeriod = DefaultReadyPeriod
 )
 

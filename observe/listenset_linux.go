@@ -26,19 +26,25 @@ const (
 )
 
 // portRunsBytecode is a program that accepts a socket whose local port
-// lies in one of runs: for each run, S_GE lo, S_LE hi (a false one goes to
-// the next run, or rejects after the last), then a JMP to the end
-// (accept).
+// lies in one of runs (sorted): first S_GE of the lowest port and S_LE of
+// the highest, which reject at once every other listener of the machine;
+// then for each run, S_GE lo, S_LE hi (a false one goes to the next run,
+// or rejects after the last), then a JMP to the end (accept).
 func portRunsBytecode(runs [][2]uint16) []byte {
-	l := len(runs) * diagBcRun
+	const prefix = 16
+	l := prefix + len(runs)*diagBcRun
 	bc := make([]byte, l)
 	ne := binary.NativeEndian
 	op := func(at int, code uint8, yes uint8, no uint16) {
 		bc[at], bc[at+1] = code, yes
 		ne.PutUint16(bc[at+2:], no)
 	}
+	op(0, diagBcSGE, 8, uint16(l+diagOpSize)) // reject
+	op(4, 0, 0, runs[0][0])
+	op(8, diagBcSLE, 8, uint16(l-8+diagOpSize)) // reject
+	op(12, 0, 0, runs[len(runs)-1][1])
 	for i, r := range runs {
-		b := i * diagBcRun
+		b := prefix + i*diagBcRun
 		left := l - b // bytes from this run's start to the end
 		nextGE, nextLE := uint16(diagBcRun), uint16(diagBcRun-8)
 		if i == len(runs)-1 {
