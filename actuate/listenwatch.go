@@ -38,6 +38,10 @@ type portWatch struct {
 	waits   map[*portWait]struct{}
 	running bool
 	broken  bool // ListeningOn failed: waiters connect instead
+	// querying: the loop is in a query (its netlink socket open); idle is
+	// signalled when it leaves one.
+	querying bool
+	idle     *sync.Cond
 }
 
 type portWait struct {
@@ -59,6 +63,7 @@ func (p *portWatch) add(port int, cgroup uint64) *portWait {
 	}
 	if p.waits == nil {
 		p.waits = map[*portWait]struct{}{}
+		p.idle = sync.NewCond(&p.mu)
 	}
 	p.waits[w] = struct{}{}
 	if !p.running {
@@ -68,10 +73,16 @@ func (p *portWatch) add(port int, cgroup uint64) *portWait {
 	return w
 }
 
+// remove ends w's wait. When it was the last, it returns only once the
+// loop is out of its query: no descriptor of the watch is then open on
+// this server's behalf (WaitReady returns with none left).
 func (p *portWatch) remove(w *portWait) {
 	p.mu.Lock()
+	defer p.mu.Unlock()
 	delete(p.waits, w)
-	p.mu.Unlock()
+	for len(p.waits) == 0 && p.querying {
+		p.idle.Wait()
+	}
 }
 
 // loop queries while anyone waits and ends when nobody does. It starts
@@ -99,6 +110,7 @@ func (p *portWatch) loop() {
 		for w := range p.waits {
 			ports = append(ports, w.port)
 		}
+		p.querying = true
 		p.mu.Unlock()
 
 		began := threadCPU()
@@ -107,6 +119,8 @@ func (p *portWatch) loop() {
 		took := threadCPU() - began
 
 		p.mu.Lock()
+		p.querying = false
+		p.idle.Broadcast()
 		if err != nil {
 			p.broken = true
 			for w := range p.waits {
