@@ -30,5 +30,6 @@ func (r *Reconciler) refreshCmdline(s *server, t *tracked) {
 	}
 	if changed {
 		t.rec = rec
+		r.ownRecordWritten(s.name)
 	}
 }

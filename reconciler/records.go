@@ -17,6 +17,7 @@ func (r *Reconciler) writeTrackedRecord(s *server, t *tracked, msg string) error
 		_ = r.change(s, func(st *state) ([]Event, error) { return st.recordFailed(s.name, why, true) })
 		return fmt.Errorf("rewrite the record of server %s: %w", s.name, err)
 	}
+	r.ownRecordWritten(s.name)
 	return r.change(s, func(st *state) ([]Event, error) { return st.recordOK(s.name, msg) })
 }
 

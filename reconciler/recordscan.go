@@ -102,6 +102,38 @@ func (rs *recordScan) names(sd *actuate.StateDir) (names []string, errs []error)
 	return names, errs
 }
 
+// learn keys the record of name that up itself has just written (its own
+// spawn, rewrite or refresh of it), so that the next scan does not read it
+// back: after a cold start of 1,000 the first resync read every record,
+// 73 cpu-ms and 5.8 MB of garbage at load 40 against 4 cpu-ms for a scan
+// of known keys. The key is taken right after the write returned, in the
+// goroutine that wrote it, on a folder only this user may write and only
+// this up (the lock holder) writes records in; a change made after it
+// shows as a new key (the change time cannot be set back), and is read at
+// the next scan as before. A key that cannot be taken is forgotten: the
+// record is read.
+func (rs *recordScan) learn(sd *actuate.StateDir, name string) {
+	key, ok, err := statPath(sd.RecordPath(name))
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	if err != nil || !ok {
+		delete(rs.trusted, name)
+		return
+	}
+	if rs.trusted == nil {
+		rs.trusted = map[string]fileKey{}
+	}
+	rs.trusted[name] = key
+}
+
+// ownRecordWritten keys the record of server name that this reconciler has
+// just written (recordScan.learn), on a state folder.
+func (r *Reconciler) ownRecordWritten(name string) {
+	if sd, ok := r.records.(*actuate.StateDir); ok {
+		r.recScan.learn(sd, name)
+	}
+}
+
 // fullScan is Records, reduced to the names.
 func fullScan(sd *actuate.StateDir) (names []string, errs []error) {
 	recs, errs := sd.Records()

@@ -106,3 +106,62 @@ func TestRecordScan(t *testing.T) {
 	}
 	scan([]string{"cache"})
 }
+
+// TestRecordScanLearnsOwnWrites: a record up has just written is keyed at
+// once (learn), with the key a scan takes of it, so the next scan keeps
+// its verdict without reading it; a change made after the write (here a
+// record that no longer parses, written in place) is still read and moved
+// aside at the next scan.
+func TestRecordScanLearnsOwnWrites(t *testing.T) {
+	sd, err := actuate.OpenStateDir(filepath.Join(t.TempDir(), ".procfleet"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rs recordScan
+	for _, n := range []string{"api", "web"} {
+		if err := sd.WriteRecord(ownRecord(t, n, os.Getpid(), 8080, "sha256:x")); err != nil {
+			t.Fatal(err)
+		}
+		rs.learn(sd, n)
+	}
+	learned := map[string]fileKey{}
+	for n, k := range rs.trusted {
+		learned[n] = k
+	}
+	if len(learned) != 2 {
+		t.Fatalf("keys learned for %v, want api and web", learned)
+	}
+	names, errs := rs.names(sd)
+	slices.Sort(names)
+	if !slices.Equal(names, []string{"api", "web"}) || len(errs) > 0 {
+		t.Errorf("names %v, errors %v; want [api web], none", names, errs)
+	}
+	for n, k := range learned {
+		if rs.trusted[n] != k {
+			t.Errorf("%s: the scan's key %+v differs from the key learned at the write %+v", n, rs.trusted[n], k)
+		}
+	}
+
+	// Changed after the write: read, moved aside, reported.
+	data, err := os.ReadFile(sd.RecordPath("web"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(sd.RecordPath("web"), []byte(strings.Repeat("x", len(data))), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	names, errs = rs.names(sd)
+	var ue *actuate.UntrustedRecordError
+	if !slices.Equal(names, []string{"api"}) || len(errs) != 1 || !errors.As(errs[0], &ue) || ue.Name != "web" || ue.MovedTo == "" {
+		t.Errorf("after web was written over: names %v, errors %v; want [api] and web untrusted, moved aside", names, errs)
+	}
+
+	// A record that cannot be keyed (gone) is forgotten: read when back.
+	if err := sd.RemoveRecord("api"); err != nil {
+		t.Fatal(err)
+	}
+	rs.learn(sd, "api")
+	if _, ok := rs.trusted["api"]; ok {
+		t.Errorf("a key kept for a record that is gone")
+	}
+}

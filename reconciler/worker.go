@@ -914,6 +914,7 @@ func (r *Reconciler) start(ctx context.Context, s *server, d Desired, a Action) 
 		}
 		return Result{}, r.startFailed(s, d, err)
 	}
+	r.ownRecordWritten(s.name) // Spawn wrote it
 	s.gen++
 	gen := s.gen
 	wctx, cancel := context.WithCancel(ctx)
