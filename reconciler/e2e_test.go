@@ -167,29 +167,44 @@ func (f *testFleet) starts(name string) []int {
 }
 
 // killAll SIGKILLs every test server this fleet ever started that is still
-// alive: each pid from the stamp files, pinned and checked to be this test
-// binary running with this fleet's stamp file before it is signalled.
+// alive: each pid from the stamp files, and each process whose command line
+// names this fleet's folder (one spawned as the reconciler ended, that had
+// not written its stamp yet: up leaves its servers running by design),
+// pinned and checked again to name this fleet's folder before it is
+// signalled. It runs after Run has returned, so no spawn is in flight.
 func (f *testFleet) killAll() {
+	pids := map[int]bool{}
 	entries, _ := os.ReadDir(f.dir)
 	for _, e := range entries {
-		if !strings.HasSuffix(e.Name(), ".stamp") {
+		if name, ok := strings.CutSuffix(e.Name(), ".stamp"); ok {
+			for _, pid := range f.starts(name) {
+				pids[pid] = true
+			}
+		}
+	}
+	procs, _ := os.ReadDir("/proc") // none where there is no /proc: stamps only
+	for _, e := range procs {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
 			continue
 		}
-		name := strings.TrimSuffix(e.Name(), ".stamp")
-		for _, pid := range f.starts(name) {
-			h, err := observe.Pin(pid)
-			if err != nil {
-				continue
-			}
-			id, err := h.Identity()
-			if err == nil && strings.Contains(strings.Join(id.Cmdline, " "), f.stamp(name)) {
-				_ = h.Signal(syscall.SIGKILL)
-				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-				_ = h.Wait(ctx)
-				cancel()
-			}
-			_ = h.Close()
+		if b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline")); err == nil && strings.Contains(string(b), f.dir) {
+			pids[pid] = true
 		}
+	}
+	for pid := range pids {
+		h, err := observe.Pin(pid)
+		if err != nil {
+			continue
+		}
+		id, err := h.Identity()
+		if err == nil && strings.Contains(strings.Join(id.Cmdline, " "), f.dir) {
+			_ = h.Signal(syscall.SIGKILL)
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			_ = h.Wait(ctx)
+			cancel()
+		}
+		_ = h.Close()
 	}
 }
 
