@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/procfleet/procfleet/internal/testserver"
+	"github.com/procfleet/procfleet/observe"
 )
 
 // spawnerEnv makes the test binary act as "another procfleet process": it
@@ -112,4 +113,35 @@ func spawnElsewhere(t *testing.T, req spawnerRequest) int {
 		t.Fatalf("spawner output %q: %v", out.String(), err)
 	}
 	return pid
+}
+
+// killSpawnerPaused starts a spawner (the test binary) whose request has a
+// PauseFile, waits until it has spawned the server and stopped in the
+// test-only pause (the server's pid in PauseFile), kills it with SIGKILL
+// there and waits for its end: procfleet dead between the intent record and
+// the full one. It returns the server's pid, pinned.
+func killSpawnerPaused(t *testing.T, req spawnerRequest) (int, *observe.Handle) {
+	t.Helper()
+	data, err := json.Marshal(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	spawner := exec.Command(self)
+	spawner.Env = append(os.Environ(), spawnerEnv+"="+string(data))
+	if err := spawner.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan struct{})
+	go func() { _ = spawner.Wait(); close(exited) }()
+	t.Cleanup(func() { _ = spawner.Process.Kill(); <-exited })
+	pid, h := pinnedFromFile(t, req.PauseFile, exited)
+	if err := spawner.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	<-exited
+	return pid, h
 }

@@ -1,9 +1,7 @@
 package actuate
 
 import (
-	"encoding/json"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -217,22 +215,8 @@ func TestCrashAfterPreparedIntent(t *testing.T) {
 	ctx := testCtx(t)
 	port := testserver.FreePort(t)
 	pause := filepath.Join(t.TempDir(), "paused")
-	req, _ := json.Marshal(spawnerRequest{Dir: a.Dir.Path, Name: "api", Port: port, PauseFile: pause, Prepared: true,
+	pid, h := killSpawnerPaused(t, spawnerRequest{Dir: a.Dir.Path, Name: "api", Port: port, PauseFile: pause, Prepared: true,
 		Argv: testserver.Command("-port", itoa(port)), Env: []string{testserver.Env()}})
-	self, _ := os.Executable()
-	spawner := exec.Command(self)
-	spawner.Env = append(os.Environ(), spawnerEnv+"="+string(req))
-	if err := spawner.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan struct{})
-	go func() { _ = spawner.Wait(); close(exited) }()
-	t.Cleanup(func() { _ = spawner.Process.Kill(); <-exited })
-	pid, h := pinnedFromFile(t, pause, exited)
-	if err := spawner.Process.Kill(); err != nil {
-		t.Fatal(err)
-	}
-	<-exited
 	rec, err := a.Dir.ReadRecord("api")
 	if err != nil {
 		t.Fatal(err)
