@@ -54,27 +54,10 @@ func benchResync(b *testing.B, rest bool) {
 		r.teardown(workers) // closes every pin
 	})
 	resync := func() {
-		r.mu.Lock()
-		want := r.passes + uint64(len(names))
-		r.mu.Unlock()
+		done := counted(r, &r.passes, uint64(len(names)))
 		r.rotateLogs()
 		r.enqueueAll()
-		deadline := time.NewTimer(time.Minute)
-		defer deadline.Stop()
-		for {
-			ch := r.Changes()
-			r.mu.Lock()
-			done := r.passes >= want
-			r.mu.Unlock()
-			if done {
-				return
-			}
-			select {
-			case <-ch:
-			case <-deadline.C:
-				b.Fatal("resync not done within a minute")
-			}
-		}
+		waitOnChanges(b, r, time.Minute, "the resync's passes", done)
 	}
 	resync() // the first one reads every record, as up's first pass does
 	r.mu.Lock()

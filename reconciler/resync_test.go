@@ -1,6 +1,7 @@
 package reconciler
 
 import (
+	"fmt"
 	"syscall"
 	"testing"
 	"time"
@@ -17,28 +18,42 @@ type lostExits struct{}
 func (lostExits) Watch(*observe.Handle, func()) {}
 func (lostExits) Unwatch(*observe.Handle)       {}
 
-// waitResyncs waits until n more periodic resyncs have run.
-func waitResyncs(t *testing.T, r *Reconciler, n uint64) {
-	t.Helper()
-	r.mu.Lock()
-	target := r.resyncs + n
-	r.mu.Unlock()
-	deadline := time.NewTimer(30 * time.Second)
+// waitOnChanges waits, woken by the reconciler's change notifications and
+// for at most bound, until cond holds.
+func waitOnChanges(tb testing.TB, r *Reconciler, bound time.Duration, what string, cond func() bool) {
+	tb.Helper()
+	deadline := time.NewTimer(bound)
 	defer deadline.Stop()
 	for {
 		ch := r.Changes()
-		r.mu.Lock()
-		done := r.resyncs >= target
-		r.mu.Unlock()
-		if done {
+		if cond() {
 			return
 		}
 		select {
 		case <-ch:
 		case <-deadline.C:
-			t.Fatalf("timed out waiting for %d resyncs", n)
+			tb.Fatalf("timed out waiting for %s", what)
 		}
 	}
+}
+
+// counted returns a condition that holds once *count (read under r.mu)
+// has grown by n from now.
+func counted(r *Reconciler, count *uint64, n uint64) func() bool {
+	r.mu.Lock()
+	target := *count + n
+	r.mu.Unlock()
+	return func() bool {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		return *count >= target
+	}
+}
+
+// waitResyncs waits until n more periodic resyncs have run.
+func waitResyncs(t *testing.T, r *Reconciler, n uint64) {
+	t.Helper()
+	waitOnChanges(t, r, 30*time.Second, fmt.Sprintf("%d resyncs", n), counted(r, &r.resyncs, n))
 }
 
 // lastPasses returns the number of the last pass of each named server.
@@ -57,27 +72,16 @@ func lastPasses(r *Reconciler, names ...string) map[string]uint64 {
 // waitAtRest waits until every named server is at rest.
 func waitAtRest(t *testing.T, r *Reconciler, names ...string) {
 	t.Helper()
-	deadline := time.NewTimer(30 * time.Second)
-	defer deadline.Stop()
-	for {
-		ch := r.Changes()
+	waitOnChanges(t, r, 30*time.Second, fmt.Sprintf("%v at rest", names), func() bool {
 		r.mu.Lock()
-		rest := true
+		defer r.mu.Unlock()
 		for _, n := range names {
 			if s := r.servers[n]; s == nil || s.rest == nil {
-				rest = false
+				return false
 			}
 		}
-		r.mu.Unlock()
-		if rest {
-			return
-		}
-		select {
-		case <-ch:
-		case <-deadline.C:
-			t.Fatalf("timed out waiting for %v at rest", names)
-		}
-	}
+		return true
+	})
 }
 
 // TestResyncLeavesRestingServersAlone: a periodic resync passes no server

@@ -3,6 +3,7 @@ package reconciler
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -57,24 +58,7 @@ func heldNames(t *testing.T, sd *actuate.StateDir) []string {
 // waitPasses waits until the reconciler has made n more passes (bounded).
 func waitPasses(t *testing.T, r *Reconciler, n uint64) {
 	t.Helper()
-	r.mu.Lock()
-	target := r.passes + n
-	r.mu.Unlock()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		ch := r.Changes()
-		r.mu.Lock()
-		done := r.passes >= target
-		r.mu.Unlock()
-		if done {
-			return
-		}
-		select {
-		case <-ch:
-		case <-time.After(time.Until(deadline)):
-			t.Fatalf("timed out waiting for %d reconcile passes", n)
-		}
-	}
+	waitOnChanges(t, r, 30*time.Second, fmt.Sprintf("%d reconcile passes", n), counted(r, &r.passes, n))
 }
 
 // TestStopStartRestartUnderRun: stop keeps a server stopped through
