@@ -24,9 +24,9 @@ import (
 const (
 	DefaultResyncPeriod = 30 * time.Second
 	// startupReadyPeriod is how often the default readiness check (the port
-	// accepts TCP) runs while a server starts: it bounds how late "ready" is
-	// seen, and costs one loopback connect per server per period while
-	// starting only.
+	// accepts TCP) runs while a server starts, where sock_diag is missing
+	// (one loopback connect per server per period, while starting only);
+	// on Linux actuate's one listener-table loop serves every start.
 	startupReadyPeriod = 10 * time.Millisecond
 	// statusWriteInterval is the least time between two writes of
 	// status.json.
