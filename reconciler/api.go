@@ -111,7 +111,7 @@ func (r *Reconciler) Reload(ctx context.Context, wait bool, timeout time.Duratio
 	r.mu.Lock()
 	fw := r.fw
 	save := r.liftAllLocked() // apply lifts every stop
-	since := r.passes
+	since := r.begun
 	r.mu.Unlock()
 	if fw == nil {
 		return Status{}, errors.New("reload: the reconciler is not running")

@@ -231,7 +231,7 @@ func (fr *faultRun) waitUntil(t *testing.T, what string, cond func() bool) {
 func (fr *faultRun) resync(t *testing.T, names ...string) {
 	t.Helper()
 	fr.r.mu.Lock()
-	since := fr.r.passes
+	since := fr.r.begun
 	fr.r.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

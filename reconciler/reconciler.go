@@ -169,12 +169,16 @@ type Reconciler struct {
 	// stopping lists, while a down runs, the servers it stops that have
 	// not stopped yet, with what they depend on: dependents stop first.
 	stopping map[string][]string
-	passes   uint64         // reconcile passes done; server.lastPass is the last one's number
-	holdsMu  sync.Mutex     // one writer of held.json at a time
-	recScan  recordScan     // lists the records at each resync (its own lock)
-	heldView heldView       // desired with the holds applied (desiredLocked)
-	fw       *FleetWatcher  // set by Run
-	starts   sync.WaitGroup // readiness waits, probers and exit-status looks in flight
+	// passes counts reconcile passes done; begun counts those begun, and
+	// a server's lastPass is the begun number its latest finished pass
+	// drew at its start: lastPass > since (since read from begun) means a
+	// pass that observed after since was read, never one already under way.
+	passes, begun uint64
+	holdsMu       sync.Mutex     // one writer of held.json at a time
+	recScan       recordScan     // lists the records at each resync (its own lock)
+	heldView      heldView       // desired with the holds applied (desiredLocked)
+	fw            *FleetWatcher  // set by Run
+	starts        sync.WaitGroup // readiness waits, probers and exit-status looks in flight
 
 	// Replicas (replicas.go), guarded by mu: each declared server's
 	// instances in index order, and the replicas whose replace waits for

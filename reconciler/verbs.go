@@ -154,7 +154,7 @@ func (r *Reconciler) take(_ context.Context, verb Verb, names []string) (*Reques
 		r.mu.Unlock()
 		return nil, err
 	}
-	q := &Request{r: r, Verb: verb, Names: names, Targets: withDependencies(names, r.desired, r.instances), since: r.passes, began: now}
+	q := &Request{r: r, Verb: verb, Names: names, Targets: withDependencies(names, r.desired, r.instances), since: r.begun, began: now}
 	save := r.liftLocked(q.Targets)
 	for _, n := range q.Targets {
 		r.reqSeq++
@@ -217,7 +217,7 @@ func (r *Reconciler) takeStop(targets []string, persist bool) *Request {
 		delete(r.requests, n)
 	}
 	r.keepLocked(declared, persist, now)
-	q := &Request{r: r, Verb: VerbStop, Names: targets, Targets: targets, since: r.passes, began: now}
+	q := &Request{r: r, Verb: VerbStop, Names: targets, Targets: targets, since: r.begun, began: now}
 	r.mu.Unlock()
 	if persist && len(declared) > 0 {
 		r.saveHolds()

@@ -94,6 +94,8 @@ func (r *Reconciler) reconcile(ctx context.Context, name string) (Result, error)
 	s.inbox = nil
 	s.rest = nil
 	desired, gen := r.desiredLocked(), r.desiredGen
+	r.begun++
+	num := r.begun
 	req := r.requests[name]
 	if req.seq <= s.taken {
 		req = startAsk{}
@@ -135,7 +137,7 @@ func (r *Reconciler) reconcile(ctx context.Context, name string) (Result, error)
 	}
 	r.mu.Lock()
 	r.passes++
-	s.lastPass = r.passes
+	s.lastPass = num
 	if req.seq > 0 && requestTaken(a, ob.obs) {
 		s.taken = req.seq // seen with this pass's outcome, never before it
 	}
