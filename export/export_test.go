@@ -18,7 +18,7 @@ var update = flag.Bool("update", false, "rewrite the golden files in testdata")
 
 // fleets are the test fleets in testdata, each read as if from
 // /srv/<name>/procfleet.yaml so that workingDir resolves to a fixed path.
-var fleets = []string{"quickstart", "everything", "replicas"}
+var fleets = []string{"quickstart", "everything", "replicas", "edges"}
 
 func loadFleet(t *testing.T, name string) []spec.Server {
 	t.Helper()
