@@ -419,13 +419,19 @@ func desiredOf(f *spec.Fleet, oneShot bool) map[string]Desired {
 
 // Status returns the status of every declared, tracked or recorded server,
 // sorted by name, and the fleet-file errors.
-func (r *Reconciler) Status() Status {
+func (r *Reconciler) Status() Status { return r.status(true) }
+
+// status is Status, with each server's events or without them (what
+// status.json holds).
+func (r *Reconciler) status(events bool) Status {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	st := Status{Servers: make([]ServerStatus, 0, len(r.servers)), Errors: statusErrors(r.errs)}
 	for _, s := range r.servers {
 		ss := s.st.status(s.name)
-		ss.Events = s.events.list()
+		if events {
+			ss.Events = s.events.list()
+		}
 		d := r.desired[s.name]
 		if ss.Port == 0 {
 			ss.Port = d.port()
@@ -487,12 +493,14 @@ func (r *Reconciler) Changes() <-chan struct{} {
 // once (100 servers stopping) kicks it hundreds of times, and each write
 // takes a snapshot of every server under the reconciler's lock, which the
 // workers need too; the file lags the changes by at most that interval.
+// A kick that changed nothing status.json shows writes nothing.
 func (r *Reconciler) statusWriter(ctx context.Context) {
 	if r.cfg.StateDir == nil {
 		return
 	}
+	f := statusFile{path: r.cfg.StateDir.StatusPath()}
 	write := func() {
-		if err := WriteStatus(r.cfg.StateDir.StatusPath(), r.Status()); err != nil {
+		if err := f.write(r.status(false)); err != nil {
 			// The state folder is full or read-only: status.json keeps
 			// its last content (atomic writes); the next change tries
 			// again.

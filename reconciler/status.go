@@ -1,10 +1,12 @@
 package reconciler
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"time"
 
@@ -85,7 +87,11 @@ func WriteStatus(path string, s Status) error {
 	if err != nil {
 		return fmt.Errorf("write status: %w", err)
 	}
-	b = append(b, '\n')
+	return writeStatusFile(path, append(b, '\n'))
+}
+
+// writeStatusFile replaces the file at path with b as WriteStatus does.
+func writeStatusFile(path string, b []byte) error {
 	f, err := os.CreateTemp(filepath.Dir(path), ".status-*.tmp")
 	if err != nil {
 		return fmt.Errorf("write status: %w", err)
@@ -105,5 +111,145 @@ func WriteStatus(path string, s Status) error {
 		_ = os.Remove(tmp)
 		return fmt.Errorf("write status %s: %w", path, err)
 	}
+	return nil
+}
+
+// statusFile is up's status.json between its writes. It encodes again
+// only the entries of servers whose status changed since the last
+// encoding, and write skips a content already written: while servers
+// start, a write is due every statusWriteInterval, and encoding all of a
+// fleet of 1,000 each time (about 1 MB) made most of the bytes a cold start
+// allocated. The bytes are those of WriteStatus for the same Status.
+type statusFile struct {
+	path    string
+	entries map[string]*statusEntry
+	pass    uint64 // marks the entries of the last encoding
+	doc     []byte // the content last written; nil before the first write
+	next    []byte // the buffer of the next encoding
+}
+
+// statusEntry is one server's status and its encoding in the document.
+type statusEntry struct {
+	ss   ServerStatus
+	enc  []byte
+	pass uint64
+}
+
+// Indentation of the document's parts, as json.MarshalIndent(s, "", "  ")
+// nests them: an entry of "servers" at depth 2, "errors" at depth 1.
+const (
+	statusEntryPrefix = "    "
+	statusFieldPrefix = "  "
+	statusIndent      = "  "
+)
+
+// encode returns the content of status.json for s (valid until the next
+// call). s's servers carry no events: they are not written.
+func (f *statusFile) encode(s Status) ([]byte, error) {
+	if f.entries == nil {
+		f.entries = make(map[string]*statusEntry, len(s.Servers))
+	}
+	f.pass++
+	b := append(f.next[:0], "{\n"+statusFieldPrefix+`"servers": `...)
+	switch {
+	case s.Servers == nil:
+		b = append(b, "null"...)
+	case len(s.Servers) == 0:
+		b = append(b, "[]"...)
+	default:
+		b = append(b, "[\n"...)
+		for i := range s.Servers {
+			ss := &s.Servers[i]
+			e := f.entries[ss.Name]
+			if e == nil || !e.ss.same(ss) {
+				enc, err := json.MarshalIndent(ss, statusEntryPrefix, statusIndent)
+				if err != nil {
+					return nil, fmt.Errorf("encode the status of server %s: %w", ss.Name, err)
+				}
+				e = &statusEntry{ss: ss.clone(), enc: enc}
+				f.entries[ss.Name] = e
+			}
+			e.pass = f.pass
+			if i > 0 {
+				b = append(b, ",\n"...)
+			}
+			b = append(b, statusEntryPrefix...)
+			b = append(b, e.enc...)
+		}
+		b = append(b, "\n"+statusFieldPrefix+"]"...)
+	}
+	errs, err := json.MarshalIndent(s.Errors, statusFieldPrefix, statusIndent)
+	if err != nil {
+		return nil, fmt.Errorf("encode the status errors: %w", err)
+	}
+	b = append(b, ",\n"+statusFieldPrefix+`"errors": `...)
+	b = append(b, errs...)
+	b = append(b, "\n}\n"...)
+	if len(f.entries) > len(s.Servers) {
+		for name, e := range f.entries {
+			if e.pass != f.pass {
+				delete(f.entries, name)
+			}
+		}
+	}
+	f.next = b
+	return b, nil
+}
+
+// clone returns a copy of ss that shares no memory with it (Events
+// aside), so that a later change made through ss's pointers shows as a
+// change.
+func (ss *ServerStatus) clone() ServerStatus {
+	c := *ss
+	if ss.StartedAt != nil {
+		at := *ss.StartedAt
+		c.StartedAt = &at
+	}
+	if ss.LastExit != nil {
+		le := *ss.LastExit
+		c.LastExit = &le
+	}
+	if ss.Index != nil {
+		i := *ss.Index
+		c.Index = &i
+	}
+	c.Conditions = slices.Clone(ss.Conditions)
+	return c
+}
+
+// same reports whether o encodes as ss does (Events aside, they are not
+// written). A time is the same only with the same location.
+func (ss *ServerStatus) same(o *ServerStatus) bool {
+	return ss.Name == o.Name && ss.Phase == o.Phase && ss.Ready == o.Ready &&
+		ss.PID == o.PID && ss.Port == o.Port && ss.Restarts == o.Restarts &&
+		samePtr(ss.StartedAt, o.StartedAt) && ss.Reason == o.Reason &&
+		ss.Message == o.Message && samePtr(ss.LastExit, o.LastExit) &&
+		slices.Equal(ss.Conditions, o.Conditions) && ss.ReplicaOf == o.ReplicaOf &&
+		samePtr(ss.Index, o.Index)
+}
+
+// samePtr reports whether a and b are both nil, or point to equal values.
+func samePtr[T comparable](a, b *T) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return *a == *b
+}
+
+// write writes s to the file unless the file already holds it. A failed
+// write is tried again at the next call, whatever s is.
+func (f *statusFile) write(s Status) error {
+	b, err := f.encode(s)
+	if err != nil {
+		return err
+	}
+	if f.doc != nil && bytes.Equal(b, f.doc) {
+		return nil
+	}
+	if err := writeStatusFile(f.path, b); err != nil {
+		f.doc = nil
+		return err
+	}
+	f.doc, f.next = b, f.doc
 	return nil
 }
