@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync/atomic"
 	"time"
 )
 
@@ -389,6 +390,7 @@ func (d *StateDir) checkFolder(r Record, path string, act untrustedAction) error
 		e.MoveErr = err
 		return e
 	}
+	asideChanges.Add(1)
 	_ = syncDir(filepath.Dir(path))
 	e.MovedTo = to
 	return e
@@ -470,10 +472,21 @@ func (d *StateDir) moveAside(name, path, reason string) error {
 		e.Reason += fmt.Sprintf(" (and moving it aside failed: %v)", err)
 		return e
 	}
+	asideChanges.Add(1)
 	_ = syncDir(filepath.Dir(path))
 	e.MovedTo = to
 	return e
 }
+
+// asideChanges counts the records this process moved aside or resolved.
+var asideChanges atomic.Uint64
+
+// AsideChanges returns how many times this process has moved a record
+// aside or resolved one (renamed .resolved-<time>) so far, in any state
+// folder. While it holds a folder's lock no other process does either, so
+// a list of its quarantines (UntrustedQuarantines) taken when it returned
+// n is still whole while it returns n.
+func AsideChanges() uint64 { return asideChanges.Load() }
 
 // Records reads every record in servers/, sorted by name. Records that could
 // not be read are left out and reported in errs (*UntrustedRecordError for

@@ -266,6 +266,7 @@ func (a *Actuator) ResolveUntrusted(q UntrustedQuarantine, why string) error {
 	if err := os.Rename(q.Path, to); err != nil {
 		return fmt.Errorf("resolve the untrusted record of server %s: %w", q.Name, err)
 	}
+	asideChanges.Add(1)
 	_ = syncDir(filepath.Dir(q.Path))
 	a.event(q.Name, EventQuarantineLifted, fmt.Sprintf("UntrustedRecord quarantine lifted: %s; the moved-aside record is kept as %s", why, to))
 	return nil

@@ -176,6 +176,7 @@ type Reconciler struct {
 	passes, begun uint64
 	holdsMu       sync.Mutex     // one writer of held.json at a time
 	recScan       recordScan     // lists the records at each resync (its own lock)
+	untrusted     untrustedList  // the quarantines on disk, for first passes (its own lock)
 	heldView      heldView       // desired with the holds applied (desiredLocked)
 	fw            *FleetWatcher  // set by Run
 	starts        sync.WaitGroup // readiness waits, probers and exit-status looks in flight
