@@ -4,13 +4,19 @@
 // them is the caller's business.
 //
 // Guarantees:
-//   - Output is built from each engine's own API types where a Go library
-//     offers them (k8s.io/api apps/v1, batch/v1 and core/v1 serialised with
-//     sigs.k8s.io/yaml; github.com/hashicorp/nomad/api serialised as the JSON
-//     the Nomad HTTP API accepts, {"Job": {...}}). systemd has no such
-//     library; units are written here, every argv element and environment
-//     value escaped for systemd's own parser (quotes, backslashes, "%" as
-//     "%%", "$" as "$$" in ExecStart).
+//   - Output is what each engine's own API types write where a Go library
+//     offers them: Kubernetes manifests as k8s.io/api's apps/v1, batch/v1
+//     and core/v1 objects serialised with sigs.k8s.io/yaml, the Nomad job
+//     as github.com/hashicorp/nomad/api's Job in the JSON the Nomad HTTP API
+//     accepts, {"Job": {...}}. The package writes them from its own small
+//     types with the same field names and omission rules (the libraries
+//     would weigh on every command of the binary), and its tests decode
+//     every output strictly into the libraries' types and encode it back
+//     to the same bytes; names are checked by Kubernetes' rules, in
+//     apimachinery's words. systemd has no such library; units are written
+//     here, every argv element and environment value escaped for systemd's
+//     own parser (quotes, backslashes, "%" as "%%", "$" as "$$" in
+//     ExecStart).
 //   - Every declared field is either mapped or named in a Warning (server,
 //     field path, why and what was done instead); nothing is dropped
 //     silently. Values left at procfleet's defaults that an engine cannot

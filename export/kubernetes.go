@@ -1,18 +1,11 @@
 package export
 
 import (
-	"encoding/json"
 	"fmt"
 	"math"
 	"strconv"
 	"strings"
 
-	appsv1 "k8s.io/api/apps/v1"
-	batchv1 "k8s.io/api/batch/v1"
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/intstr"
-	"k8s.io/apimachinery/pkg/util/validation"
 	"sigs.k8s.io/yaml"
 
 	"github.com/procfleet/procfleet/spec"
@@ -90,13 +83,13 @@ func (f *fleet) images() (map[string]string, error) {
 
 func (f *fleet) k8sServer(s *spec.Server, image string) ([]any, error) {
 	name := s.Metadata.Name
-	if errs := validation.IsDNS1123Label(name); len(errs) > 0 {
-		return nil, fmt.Errorf("export kubernetes %s: metadata.name: %s", name, errs[0])
+	if why := k8sDNS1123Label(name); why != "" {
+		return nil, fmt.Errorf("export kubernetes %s: metadata.name: %s", name, why)
 	}
 	port := s.Spec.Port
 	if port > 0 {
-		if errs := validation.IsDNS1035Label(name); len(errs) > 0 {
-			return nil, fmt.Errorf("export kubernetes %s: metadata.name: not usable as a Service name: %s", name, errs[0])
+		if why := k8sDNS1035Label(name); why != "" {
+			return nil, fmt.Errorf("export kubernetes %s: metadata.name: not usable as a Service name: %s", name, why)
 		}
 	}
 	selector := map[string]string{LabelName: name, LabelPartOf: f.opts.name()}
@@ -112,7 +105,7 @@ func (f *fleet) k8sServer(s *spec.Server, image string) ([]any, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := corev1.Container{
+	c := k8sContainer{
 		Name:       name,
 		Image:      image,
 		Command:    k8sEscapeAll(v.command),
@@ -123,7 +116,7 @@ func (f *fleet) k8sServer(s *spec.Server, image string) ([]any, error) {
 		f.warn(name, "spec.workingDir", "%s is a path on this machine; the image must provide it (or drop it to use the image's WORKDIR)", s.Spec.WorkingDir)
 	}
 	if port > 0 {
-		c.Env = append(c.Env, corev1.EnvVar{Name: spec.EnvPort, Value: portString(port)})
+		c.Env = append(c.Env, k8sEnvVar{Name: spec.EnvPort, Value: portString(port)})
 	}
 	f.warnEnvFilesInline(s, "manifest")
 	for _, e := range v.env {
@@ -131,17 +124,17 @@ func (f *fleet) k8sServer(s *spec.Server, image string) ([]any, error) {
 		if e.From.Kind == spec.FromEnvFile {
 			field = e.From.Field + "[" + e.Name + "]"
 		}
-		if msgs := validation.IsEnvVarName(e.Name); len(msgs) > 0 {
-			f.warn(name, field, "the name is accepted only by clusters with relaxed environment variable validation (%s)", msgs[0])
+		if why := k8sEnvVarName(e.Name); why != "" {
+			f.warn(name, field, "the name is accepted only by clusters with relaxed environment variable validation (%s)", why)
 		}
-		c.Env = append(c.Env, corev1.EnvVar{Name: e.Name, Value: k8sEscape(e.Value)})
+		c.Env = append(c.Env, k8sEnvVar{Name: e.Name, Value: k8sEscape(e.Value)})
 	}
 	portName := "tcp"
 	if port > 0 {
 		if r, ok := readiness(s); ok && r.kind == "httpGet" && r.port == port {
 			portName = "http"
 		}
-		c.Ports = []corev1.ContainerPort{{Name: portName, ContainerPort: int32(port), Protocol: corev1.ProtocolTCP}}
+		c.Ports = []k8sContainerPort{{Name: portName, ContainerPort: int32(port), Protocol: "TCP"}}
 		f.warn(name, "spec.port", "the server must listen on the pod's address (0.0.0.0 or ::), not only on loopback, for probes and the Service %s:%d to reach it", name, port)
 	}
 	for _, ref := range f.loopbackRefs(s, v) {
@@ -163,8 +156,8 @@ func (f *fleet) k8sServer(s *spec.Server, image string) ([]any, error) {
 	}
 
 	grace := int64(intOr(s.Spec.TerminationGracePeriodSeconds, defaultGrace))
-	pod := corev1.PodSpec{
-		Containers:                    []corev1.Container{c},
+	pod := k8sPodSpec{
+		Containers:                    []k8sContainer{c},
 		TerminationGracePeriodSeconds: &grace,
 		// Service links would add FOO_SERVICE_HOST variables the server
 		// never had under procfleet.
@@ -177,33 +170,33 @@ func (f *fleet) k8sServer(s *spec.Server, image string) ([]any, error) {
 	pod.InitContainers = inits
 	f.warnKillTimeout(s, "Kubernetes")
 
-	meta := metav1.ObjectMeta{Name: name, Labels: labels, Annotations: annotations}
-	tmpl := corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels, Annotations: annotations}, Spec: pod}
+	meta := k8sMeta{Name: name, Labels: labels, Annotations: annotations}
+	tmpl := k8sPodTemplate{Metadata: k8sMeta{Labels: labels, Annotations: annotations}, Spec: pod}
 	startup := intOr(s.Spec.StartupTimeoutSeconds, defaultStartupTimeout)
 	n := int32(replicas(s))
 
 	var objs []any
 	switch rp := restartPolicy(s); rp {
 	case spec.RestartAlways:
-		tmpl.Spec.RestartPolicy = corev1.RestartPolicyAlways
-		d := &appsv1.Deployment{
-			TypeMeta:   metav1.TypeMeta{APIVersion: "apps/v1", Kind: "Deployment"},
-			ObjectMeta: meta,
-			Spec: appsv1.DeploymentSpec{
+		tmpl.Spec.RestartPolicy = "Always"
+		d := &k8sDeployment{
+			APIVersion: "apps/v1",
+			Kind:       "Deployment",
+			Metadata:   meta,
+			Spec: k8sDeploymentSpec{
 				Replicas:        ptr(n),
-				Selector:        &metav1.LabelSelector{MatchLabels: selector},
+				Selector:        &k8sSelector{MatchLabels: selector},
 				MinReadySeconds: int32(minReadySeconds(s)),
 				// Never two instances at once, as procfleet replaces a server.
-				Strategy: appsv1.DeploymentStrategy{Type: appsv1.RecreateDeploymentStrategyType},
+				Strategy: k8sStrategy{Type: "Recreate"},
 				Template: tmpl,
 			},
 		}
 		if s.Spec.Replicas != nil {
 			// As procfleet rolls replicas: one down at a time, never an
 			// extra one.
-			zero, one := intstr.FromInt32(0), intstr.FromInt32(1)
-			d.Spec.Strategy = appsv1.DeploymentStrategy{Type: appsv1.RollingUpdateDeploymentStrategyType,
-				RollingUpdate: &appsv1.RollingUpdateDeployment{MaxSurge: &zero, MaxUnavailable: &one}}
+			d.Spec.Strategy = k8sStrategy{Type: "RollingUpdate",
+				RollingUpdate: &k8sRollingUpdate{MaxSurge: ptr(k8sInt(0)), MaxUnavailable: ptr(k8sInt(1))}}
 			if port > 0 && n > 1 {
 				f.warn(name, "spec.replicas", "%d pods all listen on port %d behind the Service %s: per-replica ports (%d-%d under procfleet) do not exist in a Deployment", n, port, name, port, port+int(n)-1)
 			}
@@ -215,10 +208,11 @@ func (f *fleet) k8sServer(s *spec.Server, image string) ([]any, error) {
 		}
 		objs = append(objs, d)
 	case spec.RestartOnFailure, spec.RestartNever:
-		j := &batchv1.Job{
-			TypeMeta:   metav1.TypeMeta{APIVersion: "batch/v1", Kind: "Job"},
-			ObjectMeta: meta,
-			Spec: batchv1.JobSpec{
+		j := &k8sJob{
+			APIVersion: "batch/v1",
+			Kind:       "Job",
+			Metadata:   meta,
+			Spec: k8sJobSpec{
 				Parallelism: ptr(n),
 				Completions: ptr(n),
 				Template:    tmpl,
@@ -231,11 +225,11 @@ func (f *fleet) k8sServer(s *spec.Server, image string) ([]any, error) {
 			f.warn(name, "spec.minReadySeconds", "%d: a Job has no minimum ready time; dropped", *s.Spec.MinReadySeconds)
 		}
 		if rp == spec.RestartOnFailure {
-			j.Spec.Template.Spec.RestartPolicy = corev1.RestartPolicyOnFailure
+			j.Spec.Template.Spec.RestartPolicy = "OnFailure"
 			j.Spec.BackoffLimit = ptr(int32(math.MaxInt32))
 			f.warn(name, "spec.restartPolicy", "OnFailure has no Deployment equivalent (a Deployment restarts Always); exported as a Job whose pod restarts on failure and which completes when the server exits 0; a Job's pod template cannot be changed in place (delete and re-apply)")
 		} else {
-			j.Spec.Template.Spec.RestartPolicy = corev1.RestartPolicyNever
+			j.Spec.Template.Spec.RestartPolicy = "Never"
 			j.Spec.BackoffLimit = ptr(int32(0))
 			f.warn(name, "spec.restartPolicy", "Never has no Deployment equivalent (a Deployment restarts Always); exported as a Job with restartPolicy Never and backoffLimit 0, which runs the server once; a Job's pod template cannot be changed in place (delete and re-apply)")
 		}
@@ -248,16 +242,17 @@ func (f *fleet) k8sServer(s *spec.Server, image string) ([]any, error) {
 	}
 
 	if port > 0 {
-		objs = append(objs, &corev1.Service{
-			TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Service"},
-			ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels},
-			Spec: corev1.ServiceSpec{
+		objs = append(objs, &k8sService{
+			APIVersion: "v1",
+			Kind:       "Service",
+			Metadata:   k8sMeta{Name: name, Labels: labels},
+			Spec: k8sServiceSpec{
 				Selector: selector,
-				Ports: []corev1.ServicePort{{
+				Ports: []k8sServicePort{{
 					Name:       portName,
 					Port:       int32(port),
-					TargetPort: intstr.FromString(portName),
-					Protocol:   corev1.ProtocolTCP,
+					TargetPort: k8sString(portName),
+					Protocol:   "TCP",
 				}},
 			},
 		})
@@ -282,14 +277,14 @@ func (f *fleet) k8sLabels(s *spec.Server, selector map[string]string) (labels, a
 			// Consumed as the image; not a Kubernetes label value.
 		case labels[k] != "":
 			f.warn(name, field, "the key is set by the export (%s=%s); the server's value %q is dropped", k, labels[k], v)
-		case len(validation.IsQualifiedName(k)) > 0:
-			f.warn(name, field, "not a valid Kubernetes label key (%s); dropped", validation.IsQualifiedName(k)[0])
-		case len(validation.IsValidLabelValue(v)) > 0:
+		case k8sLabelKey(k) != "":
+			f.warn(name, field, "not a valid Kubernetes label key (%s); dropped", k8sLabelKey(k))
+		case k8sLabelValue(v) != "":
 			if annotations == nil {
 				annotations = map[string]string{}
 			}
 			annotations[k] = v
-			f.warn(name, field, "%q is not a valid Kubernetes label value (%s); written as an annotation", v, validation.IsValidLabelValue(v)[0])
+			f.warn(name, field, "%q is not a valid Kubernetes label value (%s); written as an annotation", v, k8sLabelValue(v))
 		default:
 			labels[k] = v
 		}
@@ -297,11 +292,11 @@ func (f *fleet) k8sLabels(s *spec.Server, selector map[string]string) (labels, a
 	return labels, annotations
 }
 
-func (f *fleet) k8sProbe(name, field string, p probe, isLiveness bool) (*corev1.Probe, error) {
+func (f *fleet) k8sProbe(name, field string, p probe, isLiveness bool) (*k8sProbe, error) {
 	if err := checkProbe(name, field, p); err != nil {
 		return nil, err
 	}
-	out := &corev1.Probe{
+	out := &k8sProbe{
 		InitialDelaySeconds: int32(p.initialDelay),
 		PeriodSeconds:       int32(p.period),
 		TimeoutSeconds:      int32(p.timeout),
@@ -315,11 +310,11 @@ func (f *fleet) k8sProbe(name, field string, p probe, isLiveness bool) (*corev1.
 	}
 	switch p.kind {
 	case "httpGet":
-		out.HTTPGet = &corev1.HTTPGetAction{Path: p.path, Port: intstr.FromInt32(int32(p.port)), Host: host, Scheme: corev1.URISchemeHTTP}
+		out.HTTPGet = &k8sHTTPGet{Path: p.path, Port: k8sInt(int32(p.port)), Host: host, Scheme: "HTTP"}
 	case "tcpSocket":
-		out.TCPSocket = &corev1.TCPSocketAction{Port: intstr.FromInt32(int32(p.port)), Host: host}
+		out.TCPSocket = &k8sTCPSocket{Port: k8sInt(int32(p.port)), Host: host}
 	case "exec":
-		out.Exec = &corev1.ExecAction{Command: p.command}
+		out.Exec = &k8sExecAction{Command: p.command}
 	}
 	if isLiveness && p.success != 1 {
 		f.warn(name, field+".successThreshold", "%d: Kubernetes requires 1 for a liveness probe; set to 1", p.success)
@@ -329,10 +324,10 @@ func (f *fleet) k8sProbe(name, field string, p probe, isLiveness bool) (*corev1.
 }
 
 // k8sWaits builds one init container per dependency that has a Service.
-func (f *fleet) k8sWaits(s *spec.Server) ([]corev1.Container, error) {
+func (f *fleet) k8sWaits(s *spec.Server) ([]k8sContainer, error) {
 	name := s.Metadata.Name
 	var (
-		out    []corev1.Container
+		out    []k8sContainer
 		waited []string
 	)
 	for i, dep := range s.Spec.DependsOn {
@@ -348,7 +343,7 @@ func (f *fleet) k8sWaits(s *spec.Server) ([]corev1.Container, error) {
 		if len(cname) > 63 {
 			cname = fmt.Sprintf("wait-for-%d", i)
 		}
-		out = append(out, corev1.Container{
+		out = append(out, k8sContainer{
 			Name:  cname,
 			Image: f.opts.waitImage(),
 			Command: []string{"sh", "-c", fmt.Sprintf(
@@ -384,47 +379,8 @@ func k8sEscapeAll(in []string) []string {
 	return out
 }
 
-// marshalK8s serialises an API object as YAML without the fields an empty
-// value of the API types would add (status, creationTimestamp: null,
-// resources: {}); they carry nothing and would only make diffs noisy.
-func marshalK8s(obj any) ([]byte, error) {
-	j, err := json.Marshal(obj)
-	if err != nil {
-		return nil, err
-	}
-	var m map[string]any
-	if err := json.Unmarshal(j, &m); err != nil {
-		return nil, err
-	}
-	delete(m, "status") // set by the cluster, never by a manifest
-	prune(m)
-	return yaml.Marshal(m)
-}
-
-func prune(v any) {
-	switch t := v.(type) {
-	case map[string]any:
-		for k, x := range t {
-			switch k {
-			case "creationTimestamp":
-				if x == nil {
-					delete(t, k)
-					continue
-				}
-			case "resources":
-				if m, ok := x.(map[string]any); ok && len(m) == 0 {
-					delete(t, k)
-					continue
-				}
-			}
-			prune(x)
-		}
-	case []any:
-		for _, x := range t {
-			prune(x)
-		}
-	}
-}
+// marshalK8s serialises an object as YAML (keys sorted).
+func marshalK8s(obj any) ([]byte, error) { return yaml.Marshal(obj) }
 
 func ptr[T any](v T) *T { return &v }
 

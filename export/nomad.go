@@ -4,11 +4,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"path/filepath"
-	"reflect"
 	"strings"
 	"time"
-
-	nomad "github.com/hashicorp/nomad/api"
 
 	"github.com/procfleet/procfleet/spec"
 )
@@ -23,97 +20,30 @@ func (f *fleet) nomad() ([]File, error) {
 	if err != nil {
 		return nil, err
 	}
-	data, err := json.MarshalIndent(map[string]any{"Job": compact(reflect.ValueOf(job))}, "", "  ")
+	data, err := json.MarshalIndent(struct{ Job *nomadJob }{job}, "", "  ")
 	if err != nil {
 		return nil, fmt.Errorf("export nomad: %w", err)
 	}
 	return []File{{Name: f.opts.name() + ".nomad.json", Data: append(data, '\n')}}, nil
 }
 
-func (f *fleet) nomadJob() (*nomad.Job, error) {
-	job := nomad.NewServiceJob(f.opts.name(), f.opts.name(), "", 50)
-	job.Region = nil // the agent's region
-	job.Priority = nil
-	job.Datacenters = []string{"*"}
+// nomadJob builds the job; region and priority are left to the agent.
+func (f *fleet) nomadJob() (*nomadJob, error) {
+	job := &nomadJob{ID: f.opts.name(), Name: f.opts.name(), Type: "service", Datacenters: []string{"*"}}
 	for i := range f.servers {
 		g, err := f.nomadGroup(&f.servers[i])
 		if err != nil {
 			return nil, err
 		}
-		job.AddTaskGroup(g)
+		job.TaskGroups = append(job.TaskGroups, g)
 	}
 	return job, nil
-}
-
-// compact turns an API value into what encoding/json would write for it,
-// minus what decoding restores by itself: nil pointers, slices, maps and
-// interfaces, and zero values of non-pointer fields. A pointer to a zero
-// value (Attempts: 0, Unlimited: false) is kept: for the API it differs from
-// unset. The result marshals with sorted keys.
-func compact(v reflect.Value) any {
-	switch v.Kind() {
-	case reflect.Pointer, reflect.Interface:
-		if v.IsNil() {
-			return nil
-		}
-		return compact(v.Elem())
-	case reflect.Struct:
-		out := map[string]any{}
-		t := v.Type()
-		for i := 0; i < t.NumField(); i++ {
-			sf := t.Field(i)
-			if !sf.IsExported() {
-				continue
-			}
-			name := sf.Name
-			if tag := sf.Tag.Get("json"); tag != "" {
-				n, _, _ := strings.Cut(tag, ",")
-				if n == "-" {
-					continue
-				}
-				if n != "" {
-					name = n
-				}
-			}
-			fv := v.Field(i)
-			switch fv.Kind() {
-			case reflect.Pointer, reflect.Interface, reflect.Slice, reflect.Map:
-				if fv.IsNil() {
-					continue
-				}
-			default:
-				if fv.IsZero() {
-					continue
-				}
-			}
-			out[name] = compact(fv)
-		}
-		return out
-	case reflect.Map:
-		out := map[string]any{}
-		iter := v.MapRange()
-		for iter.Next() {
-			out[fmt.Sprint(iter.Key().Interface())] = compact(iter.Value())
-		}
-		return out
-	case reflect.Slice, reflect.Array:
-		if v.Kind() == reflect.Slice && v.Type().Elem().Kind() == reflect.Uint8 {
-			return v.Interface() // []byte: base64, as encoding/json writes it
-		}
-		out := make([]any, v.Len())
-		for i := range out {
-			out[i] = compact(v.Index(i))
-		}
-		return out
-	default:
-		return v.Interface()
-	}
 }
 
 // nomadRuntime replaces the markers of values Nomad gives each allocation.
 var nomadRuntime = strings.NewReplacer(markNomadPort, "${NOMAD_PORT_"+mainPort+"}", markNomadIndex, "${NOMAD_ALLOC_INDEX}")
 
-func (f *fleet) nomadGroup(s *spec.Server) (*nomad.TaskGroup, error) {
+func (f *fleet) nomadGroup(s *spec.Server) (*nomadTaskGroup, error) {
 	name := s.Metadata.Name
 	// Replicas are allocations of one group (count): each gets its index as
 	// NOMAD_ALLOC_INDEX and, with a port, a dynamic port of its own.
@@ -147,12 +77,11 @@ func (f *fleet) nomadGroup(s *spec.Server) (*nomad.TaskGroup, error) {
 		// runs in its allocation's task folder.
 		config["work_dir"] = s.Spec.WorkingDir
 	}
-	grace := time.Duration(intOr(s.Spec.TerminationGracePeriodSeconds, defaultGrace)) * time.Second
-	task := &nomad.Task{
+	task := &nomadTask{
 		Name:        name,
 		Driver:      "raw_exec",
 		Config:      config,
-		KillTimeout: &grace,
+		KillTimeout: time.Duration(intOr(s.Spec.TerminationGracePeriodSeconds, defaultGrace)) * time.Second,
 		KillSignal:  "SIGTERM",
 	}
 	for _, o := range own {
@@ -173,8 +102,7 @@ func (f *fleet) nomadGroup(s *spec.Server) (*nomad.TaskGroup, error) {
 	}
 	f.warnKillTimeout(s, "Nomad")
 
-	g := nomad.NewTaskGroup(name, replicas(s))
-	g.Tasks = []*nomad.Task{task}
+	g := &nomadTaskGroup{Name: name, Count: replicas(s), Tasks: []*nomadTask{task}}
 	if len(s.Metadata.Labels) > 0 {
 		g.Meta = map[string]string{}
 		for k, v := range s.Metadata.Labels {
@@ -183,13 +111,13 @@ func (f *fleet) nomadGroup(s *spec.Server) (*nomad.TaskGroup, error) {
 	}
 
 	ports := map[int]string{}
-	var reserved, dynamic []nomad.Port
+	var reserved, dynamic []nomadPort
 	switch {
 	case s.Spec.Port > 0 && replicated:
-		dynamic = append(dynamic, nomad.Port{Label: mainPort})
+		dynamic = append(dynamic, nomadPort{Label: mainPort})
 	case s.Spec.Port > 0:
 		ports[s.Spec.Port] = mainPort
-		reserved = append(reserved, nomad.Port{Label: mainPort, Value: s.Spec.Port})
+		reserved = append(reserved, nomadPort{Label: mainPort, Value: s.Spec.Port})
 	}
 	// A probe without a port probes the allocation's own port; one written
 	// as a number is that static port, as procfleet uses it for every
@@ -203,11 +131,11 @@ func (f *fleet) nomadGroup(s *spec.Server) (*nomad.TaskGroup, error) {
 		}
 		l := fmt.Sprintf("probe_%d", p.port)
 		ports[p.port] = l
-		reserved = append(reserved, nomad.Port{Label: l, Value: p.port})
+		reserved = append(reserved, nomadPort{Label: l, Value: p.port})
 		return l
 	}
 
-	svc := &nomad.Service{Name: name, Provider: "nomad"}
+	svc := &nomadService{Name: name, Provider: "nomad"}
 	switch {
 	case s.Spec.Port > 0 && replicated:
 		svc.PortLabel = mainPort
@@ -242,11 +170,7 @@ func (f *fleet) nomadGroup(s *spec.Server) (*nomad.TaskGroup, error) {
 		// A failing liveness check restarts the task after failureThreshold
 		// results, counting from initialDelaySeconds; it does not decide the
 		// deployment's health (readiness does).
-		c.CheckRestart = &nomad.CheckRestart{Limit: l.failure}
-		if l.initialDelay > 0 {
-			d := time.Duration(l.initialDelay) * time.Second
-			c.CheckRestart.Grace = &d
-		}
+		c.CheckRestart = &nomadCheckRestart{Limit: l.failure, Grace: time.Duration(l.initialDelay) * time.Second}
 		c.OnUpdate = "ignore"
 		c.FailuresBeforeCritical, c.SuccessBeforePassing = 0, 0
 		if l.success != 1 {
@@ -255,10 +179,10 @@ func (f *fleet) nomadGroup(s *spec.Server) (*nomad.TaskGroup, error) {
 		svc.Checks = append(svc.Checks, *c)
 	}
 	if len(reserved) > 0 || len(dynamic) > 0 {
-		g.Networks = []*nomad.NetworkResource{{Mode: "host", ReservedPorts: reserved, DynamicPorts: dynamic}}
+		g.Networks = []*nomadNetwork{{Mode: "host", ReservedPorts: reserved, DynamicPorts: dynamic}}
 	}
 	if len(svc.Checks) > 0 || s.Spec.Port > 0 {
-		task.Services = []*nomad.Service{svc}
+		task.Services = []*nomadService{svc}
 	}
 
 	startup := time.Duration(intOr(s.Spec.StartupTimeoutSeconds, defaultStartupTimeout)) * time.Second
@@ -267,12 +191,11 @@ func (f *fleet) nomadGroup(s *spec.Server) (*nomad.TaskGroup, error) {
 		progress = startup + time.Minute
 	}
 	// min_healthy_time is minReadySeconds: healthy, and still so after it.
-	minHealthy := s.Spec.MinReady()
-	g.Update = &nomad.UpdateStrategy{
-		HealthCheck:      &health,
-		MinHealthyTime:   &minHealthy,
-		HealthyDeadline:  &startup,
-		ProgressDeadline: &progress,
+	g.Update = &nomadUpdateStrategy{
+		HealthCheck:      health,
+		MinHealthyTime:   s.Spec.MinReady(),
+		HealthyDeadline:  startup,
+		ProgressDeadline: progress,
 	}
 
 	if err := f.nomadRestart(s, g); err != nil {
@@ -291,12 +214,12 @@ func (f *fleet) nomadGroup(s *spec.Server) (*nomad.TaskGroup, error) {
 
 // nomadCheck maps one probe. For the readiness check the returned value's
 // thresholds are set; the liveness caller adjusts them.
-func (f *fleet) nomadCheck(s *spec.Server, field, checkName string, p probe, provider string, portLabel func(probe) string) (*nomad.ServiceCheck, error) {
+func (f *fleet) nomadCheck(s *spec.Server, field, checkName string, p probe, provider string, portLabel func(probe) string) (*nomadCheck, error) {
 	name := s.Metadata.Name
 	if err := checkProbe(name, field, p); err != nil {
 		return nil, err
 	}
-	c := &nomad.ServiceCheck{
+	c := &nomadCheck{
 		Name:     checkName,
 		Interval: time.Duration(p.period) * time.Second,
 		Timeout:  time.Duration(p.timeout) * time.Second,
@@ -338,7 +261,7 @@ func (f *fleet) nomadCheck(s *spec.Server, field, checkName string, p probe, pro
 
 // nomadRestart maps restartPolicy. Always restarts without end (mode
 // "delay"); Never neither restarts nor reschedules.
-func (f *fleet) nomadRestart(s *spec.Server, g *nomad.TaskGroup) error {
+func (f *fleet) nomadRestart(s *spec.Server, g *nomadTaskGroup) error {
 	name := s.Metadata.Name
 	delay, interval := time.Second, 5*time.Minute
 	attempts, mode := 5, "delay"
@@ -349,13 +272,11 @@ func (f *fleet) nomadRestart(s *spec.Server, g *nomad.TaskGroup) error {
 	case spec.RestartNever:
 		f.warn(name, "spec.restartPolicy", "Never: the task is neither restarted nor rescheduled; when it exits, even with code 0, Nomad marks its allocation failed")
 		attempts, mode = 0, "fail"
-		no := false
-		zero := 0
-		g.ReschedulePolicy = &nomad.ReschedulePolicy{Attempts: &zero, Unlimited: &no}
+		g.ReschedulePolicy = &nomadReschedulePolicy{Attempts: 0, Unlimited: false}
 	default:
 		return fmt.Errorf("export nomad %s: spec.restartPolicy: unknown value %q", name, rp)
 	}
-	g.RestartPolicy = &nomad.RestartPolicy{Attempts: &attempts, Interval: &interval, Delay: &delay, Mode: &mode}
+	g.RestartPolicy = &nomadRestartPolicy{Attempts: attempts, Interval: interval, Delay: delay, Mode: mode}
 	return nil
 }
 
