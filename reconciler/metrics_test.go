@@ -1,31 +1,53 @@
 package reconciler
 
 import (
+	"bytes"
 	"io"
+	"math"
 	"net/http/httptest"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
 
 	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 
 	"github.com/procfleet/procfleet/actuate"
 	"github.com/procfleet/procfleet/observe"
 )
 
-// gather returns the metric families of m by name.
-func gather(t *testing.T, m *Metrics) map[string]*dto.MetricFamily {
+// scrape serves m's /metrics and parses the text strictly (expfmt's
+// parser: names, escaping, TYPE before samples, histogram shape); it fails
+// the test on a bad status, media type or parse error.
+func scrape(t *testing.T, m *Metrics) (string, map[string]*dto.MetricFamily) {
 	t.Helper()
-	mfs, err := m.Registry().Gather()
+	rec := httptest.NewRecorder()
+	m.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	res := rec.Result()
+	body, _ := io.ReadAll(res.Body)
+	if res.StatusCode != 200 {
+		t.Fatalf("GET /metrics: %s", res.Status)
+	}
+	if ct, want := res.Header.Get("Content-Type"), "text/plain; version=0.0.4; charset=utf-8"; ct != want {
+		t.Errorf("Content-Type %q, want %q", ct, want)
+	}
+	if got := expfmt.ResponseFormat(res.Header); got.FormatType() != expfmt.TypeTextPlain {
+		t.Errorf("Content-Type %q is not the text format to expfmt (%v)", res.Header.Get("Content-Type"), got)
+	}
+	p := expfmt.NewTextParser(model.LegacyValidation)
+	mfs, err := p.TextToMetricFamilies(bytes.NewReader(body))
 	if err != nil {
-		t.Fatalf("gather: %v", err)
+		t.Fatalf("parse /metrics: %v\n%s", err, body)
 	}
-	out := map[string]*dto.MetricFamily{}
-	for _, mf := range mfs {
-		out[mf.GetName()] = mf
+	for name, mf := range mfs {
+		if mf.GetHelp() == "" {
+			t.Errorf("%s has no HELP", name)
+		}
 	}
-	return out
+	return string(body), mfs
 }
 
 // value returns the value of the series of family name whose labels
@@ -85,9 +107,11 @@ func TestMetricsFromStatus(t *testing.T) {
 	m.observeReconcile(time.Now().Add(-time.Millisecond))
 	m.observeProbe("web", false, observe.ProbeResult{OK: true, Duration: time.Millisecond})
 	m.observeProbe("web", true, observe.ProbeResult{OK: false, Duration: 2 * time.Millisecond})
+	m.observeProbe("web", true, observe.ProbeResult{OK: false, Duration: 100 * time.Microsecond}) // on a bound: counted in it
+	m.observeProbe("web", true, observe.ProbeResult{OK: false, Duration: 5 * time.Second})        // above the last bound: +Inf only
 	m.setQueue(newQueue(r.clock))
 
-	mfs := gather(t, m)
+	body, mfs := scrape(t, m)
 	tests := []struct {
 		name   string
 		labels map[string]string
@@ -110,7 +134,7 @@ func TestMetricsFromStatus(t *testing.T) {
 		{"procfleet_workqueue_depth", nil, 0, false},
 		{"procfleet_reconcile_duration_seconds", nil, 1, false},
 		{"procfleet_probe_duration_seconds", map[string]string{"server": "web", "probe": "readiness", "result": "success"}, 1, false},
-		{"procfleet_probe_duration_seconds", map[string]string{"server": "web", "probe": "liveness", "result": "failure"}, 1, false},
+		{"procfleet_probe_duration_seconds", map[string]string{"server": "web", "probe": "liveness", "result": "failure"}, 3, false},
 	}
 	for _, tt := range tests {
 		got, ok := value(mfs, tt.name, tt.labels)
@@ -123,17 +147,95 @@ func TestMetricsFromStatus(t *testing.T) {
 			t.Errorf("%s%v = %v, want %v", tt.name, tt.labels, got, tt.want)
 		}
 	}
-	if _, ok := mfs["go_goroutines"]; !ok {
-		t.Errorf("go runtime collector missing")
-	}
-
-	// The handler serves the text format.
-	rec := httptest.NewRecorder()
-	m.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
-	body, _ := io.ReadAll(rec.Result().Body)
-	if !strings.Contains(string(body), `procfleet_server_ready{server="web"} 1`) {
+	if !strings.Contains(body, `procfleet_server_ready{server="web"} 1`+"\n") {
 		t.Errorf("/metrics lacks web's ready series:\n%.2000s", body)
 	}
+	for name, typ := range runtimeFamilies {
+		mf := mfs[name]
+		if mf == nil {
+			t.Errorf("%s missing", name)
+			continue
+		}
+		if mf.GetType() != typ || len(mf.GetMetric()) != 1 {
+			t.Errorf("%s: type %v with %d series, want %v with 1", name, mf.GetType(), len(mf.GetMetric()), typ)
+		}
+	}
+	if v, _ := value(mfs, "go_goroutines", nil); v < 1 {
+		t.Errorf("go_goroutines = %v, want at least 1", v)
+	}
+	if v, _ := value(mfs, "go_info", map[string]string{"version": runtime.Version()}); v != 1 {
+		t.Errorf("go_info{version=%q} = %v, want 1", runtime.Version(), v)
+	}
+	checkHistogram(t, mfs, "procfleet_probe_duration_seconds", map[string]string{"probe": "liveness", "result": "failure", "server": "web"}, []float64{0.002, 0.0001, 5})
+	checkHistogram(t, mfs, "procfleet_probe_duration_seconds", map[string]string{"probe": "readiness", "result": "success", "server": "web"}, []float64{0.001})
+}
+
+// checkHistogram: the series of family name with labels has the 16 buckets
+// 100 µs doubling to 3.2768 s and +Inf, cumulative counts of obs, and their sum and
+// count.
+func checkHistogram(t *testing.T, mfs map[string]*dto.MetricFamily, name string, labels map[string]string, obs []float64) {
+	t.Helper()
+	mf := mfs[name]
+	if mf == nil || mf.GetType() != dto.MetricType_HISTOGRAM {
+		t.Errorf("%s: not a histogram family", name)
+		return
+	}
+	var h *dto.Histogram
+next:
+	for _, m := range mf.GetMetric() {
+		if len(m.GetLabel()) != len(labels) {
+			continue
+		}
+		for _, lp := range m.GetLabel() {
+			if labels[lp.GetName()] != lp.GetValue() {
+				continue next
+			}
+		}
+		h = m.GetHistogram()
+	}
+	if h == nil {
+		t.Errorf("%s%v: no series", name, labels)
+		return
+	}
+	// The parser keeps the +Inf bucket the text must end with.
+	if len(h.GetBucket()) != 17 || !math.IsInf(h.GetBucket()[16].GetUpperBound(), 1) || h.GetBucket()[16].GetCumulativeCount() != uint64(len(obs)) {
+		t.Fatalf("%s%v: buckets %v, want 16 and +Inf counting all %d", name, labels, h.GetBucket(), len(obs))
+	}
+	bound, sum := 0.0001, 0.0
+	for _, v := range obs {
+		sum += v
+	}
+	for i, b := range h.GetBucket()[:16] {
+		if math.Abs(b.GetUpperBound()-bound) > 1e-12 {
+			t.Errorf("%s%v: bucket %d le=%v, want %v", name, labels, i, b.GetUpperBound(), bound)
+		}
+		var want uint64
+		for _, v := range obs {
+			if v <= b.GetUpperBound() {
+				want++
+			}
+		}
+		if b.GetCumulativeCount() != want {
+			t.Errorf("%s%v: bucket le=%v counts %d, want %d", name, labels, b.GetUpperBound(), b.GetCumulativeCount(), want)
+		}
+		bound *= 2
+	}
+	if h.GetSampleCount() != uint64(len(obs)) || math.Abs(h.GetSampleSum()-sum) > 1e-4 {
+		t.Errorf("%s%v: count %d sum %v, want %d and about %v", name, labels, h.GetSampleCount(), h.GetSampleSum(), len(obs), sum)
+	}
+}
+
+// runtimeFamilies are the go_* and process_* families every platform has,
+// with their type; metrics_linux_test.go adds Linux's.
+var runtimeFamilies = map[string]dto.MetricType{
+	"go_gc_gogc_percent":           dto.MetricType_GAUGE,
+	"go_gc_gomemlimit_bytes":       dto.MetricType_GAUGE,
+	"go_goroutines":                dto.MetricType_GAUGE,
+	"go_info":                      dto.MetricType_GAUGE,
+	"go_memstats_heap_alloc_bytes": dto.MetricType_GAUGE,
+	"go_threads":                   dto.MetricType_GAUGE,
+	"process_cpu_seconds_total":    dto.MetricType_COUNTER,
+	"process_max_fds":              dto.MetricType_GAUGE,
 }
 
 // TestMetricsNil: a nil *Metrics records nothing and does not panic.
@@ -145,15 +247,71 @@ func TestMetricsNil(t *testing.T) {
 	m.observeProbe("x", false, observe.ProbeResult{})
 }
 
-// TestMetricsOwnRegistry: two reconcilers' metrics never collide (each has
-// its own registry, none uses the global default one).
-func TestMetricsOwnRegistry(t *testing.T) {
+// TestMetricsOwnSeries: two reconcilers' metrics never collide.
+func TestMetricsOwnSeries(t *testing.T) {
 	a, b := NewMetrics(), NewMetrics()
-	if a.Registry() == b.Registry() {
-		t.Fatal("two Metrics share a registry")
-	}
 	a.observeReconcile(time.Now())
-	if v, _ := value(gather(t, b), "procfleet_reconcile_duration_seconds", nil); v != 0 {
+	a.observeProbe("web", false, observe.ProbeResult{OK: true})
+	_, mfs := scrape(t, b)
+	if v, _ := value(mfs, "procfleet_reconcile_duration_seconds", nil); v != 0 {
 		t.Errorf("b saw a's reconcile pass: count %v", v)
+	}
+	if _, ok := mfs["procfleet_probe_duration_seconds"]; ok {
+		t.Errorf("b saw a's probe")
+	}
+	if v, _ := value(scrapeFamilies(t, a), "procfleet_reconcile_duration_seconds", nil); v != 1 {
+		t.Errorf("a's reconcile count %v, want 1", v)
+	}
+}
+
+func scrapeFamilies(t *testing.T, m *Metrics) map[string]*dto.MetricFamily {
+	t.Helper()
+	_, mfs := scrape(t, m)
+	return mfs
+}
+
+// TestExpoEscapes: label values and HELP text with a backslash, a quote
+// and a line break are escaped so that a strict parser reads them back as
+// written; values keep full precision and the infinities. Server names
+// (DNS labels) never need it; the writer must not rely on that.
+func TestExpoEscapes(t *testing.T) {
+	const odd = "a\\b\"c\nd"
+	var w expo
+	w.family("x_odd", "help with \\ and\na line break", "gauge")
+	w.sample("x_odd", 0.1+0.2, "server", odd, "zone", "")
+	w.sample("x_odd", math.Inf(1), "server", "inf")
+	w.sample("x_odd", math.Inf(-1), "server", "-inf")
+	w.sample("x_odd", -1, "server", "neg")
+	p := expfmt.NewTextParser(model.LegacyValidation)
+	mfs, err := p.TextToMetricFamilies(bytes.NewReader(w.b))
+	if err != nil {
+		t.Fatalf("parse: %v\n%s", err, w.b)
+	}
+	if got := mfs["x_odd"].GetHelp(); got != "help with \\ and\na line break" {
+		t.Errorf("HELP read back as %q", got)
+	}
+	for _, tt := range []struct {
+		server string
+		want   float64
+	}{{odd, 0.1 + 0.2}, {"inf", math.Inf(1)}, {"-inf", math.Inf(-1)}, {"neg", -1}} {
+		if got, ok := value(mfs, "x_odd", map[string]string{"server": tt.server}); !ok || got != tt.want {
+			t.Errorf("x_odd{server=%q} = %v (found %v), want %v\n%s", tt.server, got, ok, tt.want, w.b)
+		}
+	}
+}
+
+// TestMetricsHandlerMethods: HEAD has the headers and no body; other
+// methods are refused.
+func TestMetricsHandlerMethods(t *testing.T) {
+	m := NewMetrics()
+	rec := httptest.NewRecorder()
+	m.Handler().ServeHTTP(rec, httptest.NewRequest("HEAD", "/metrics", nil))
+	if rec.Code != 200 || rec.Body.Len() != 0 || rec.Header().Get("Content-Length") == "0" {
+		t.Errorf("HEAD: %d, body %d bytes, Content-Length %q", rec.Code, rec.Body.Len(), rec.Header().Get("Content-Length"))
+	}
+	rec = httptest.NewRecorder()
+	m.Handler().ServeHTTP(rec, httptest.NewRequest("POST", "/metrics", nil))
+	if rec.Code != 405 {
+		t.Errorf("POST: %d, want 405", rec.Code)
 	}
 }
