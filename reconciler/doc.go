@@ -23,7 +23,7 @@
 //     legal from a listed set of phases (an illegal one is an error). Exit
 //     watchers, readiness waits, probes, exit-status looks and record scans
 //     post what they learn to the server's inbox and enqueue it.
-//   - Stingy. The queue (client-go's typed rate-limiting work queue)
+//   - Stingy. The queue (queue, workqueue.go)
 //     dedups names; a server being reconciled is only marked dirty and runs
 //     once more after; one server is never reconciled by two workers at
 //     once; Workers bounds the parallelism.

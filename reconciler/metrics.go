@@ -91,7 +91,7 @@ func (m *Metrics) attach(r *Reconciler) {
 }
 
 // setQueue makes q the source of procfleet_workqueue_depth.
-func (m *Metrics) setQueue(q queue) {
+func (m *Metrics) setQueue(q *queue) {
 	if m == nil || q == nil {
 		return
 	}

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
-	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/clock"
 )
 
@@ -29,22 +28,36 @@ func (e *TerminalError) Unwrap() error { return e.Err }
 // reconcileFunc reconciles one server, by name.
 type reconcileFunc func(ctx context.Context, name string) (Result, error)
 
-// queue is the typed client-go work queue: keys (server names) are deduped,
-// a key being processed is only marked dirty and handed out once more after
-// Done, so one server is never reconciled by two workers at once. Errors
-// requeue with a per-key exponential limiter (errorBackoff); restarts use
-// Backoff separately, through AddAfter.
-type queue = workqueue.TypedRateLimitingInterface[string]
+// errorBackoffBase and errorBackoffMax bound the retry after a reconcile
+// error: 50 ms, doubling per consecutive error of the key, to 30 s. Short
+// enough that a transient error (a busy /proc, a full disk freed) costs
+// little; capped so a persistent one is retried twice a minute.
+const (
+	errorBackoffBase = 50 * time.Millisecond
+	errorBackoffMax  = 30 * time.Second
+)
 
-// errorBackoff: retry after a reconcile error, 50 ms doubling to 30 s.
-func newQueue(clk clock.WithTicker) queue {
-	limiter := workqueue.NewTypedItemExponentialFailureRateLimiter[string](50*time.Millisecond, 30*time.Second)
-	return workqueue.NewTypedRateLimitingQueueWithConfig(limiter, workqueue.TypedRateLimitingQueueConfig[string]{Clock: clk})
+// newQueue returns an empty queue on clk (nil: the real clock).
+func newQueue(clk clock.WithTicker) *queue {
+	if clk == nil {
+		clk = clock.RealClock{}
+	}
+	q := &queue{
+		clock:      clk,
+		dirty:      map[string]struct{}{},
+		processing: map[string]struct{}{},
+		delayed:    map[string]*delayedKey{},
+		failures:   map[string]int{},
+		wake:       make(chan struct{}, 1),
+		stop:       make(chan struct{}),
+	}
+	q.cond = sync.NewCond(&q.mu)
+	return q
 }
 
 // runWorkers runs n workers over q until q shuts down, and returns when all
 // have finished their current item.
-func runWorkers(ctx context.Context, q queue, n int, log logr.Logger, fn reconcileFunc) {
+func runWorkers(ctx context.Context, q *queue, n int, log logr.Logger, fn reconcileFunc) {
 	var wg sync.WaitGroup
 	for range n {
 		wg.Go(func() {
@@ -69,7 +82,7 @@ func nextReconcileID() uint64 {
 
 // processNext takes one key, reconciles it and decides, in one switch,
 // between retry-with-backoff, requeue-after and forget.
-func processNext(ctx context.Context, q queue, log logr.Logger, fn reconcileFunc) bool {
+func processNext(ctx context.Context, q *queue, log logr.Logger, fn reconcileFunc) bool {
 	name, shutdown := q.Get()
 	if shutdown {
 		return false

@@ -3,6 +3,7 @@ package reconciler
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -49,7 +50,7 @@ func (c *counter) get(k string) int {
 	return c.runs[k]
 }
 
-func startWorkers(t *testing.T, q queue, n int, fn reconcileFunc) {
+func startWorkers(t *testing.T, q *queue, n int, fn reconcileFunc) {
 	t.Helper()
 	done := make(chan struct{})
 	go func() {
@@ -218,5 +219,175 @@ func TestQueueErrorsRetryPanicsRecoverTerminalDoesNot(t *testing.T) {
 	}
 	if got := q.NumRequeues("flaky"); got != 0 {
 		t.Errorf("after success NumRequeues(flaky) = %d, want 0 (forgotten)", got)
+	}
+}
+
+// drain takes every name waiting now, in order, holding none of them.
+func drain(q *queue) []string {
+	var got []string
+	for q.Len() > 0 {
+		n, _ := q.Get()
+		q.Done(n)
+		got = append(got, n)
+	}
+	return got
+}
+
+func TestQueueFirstAddedFirstOut(t *testing.T) {
+	q := newQueue(nil)
+	for _, n := range []string{"c", "a", "b", "a", "c"} {
+		q.Add(n)
+	}
+	if got := drain(q); !slices.Equal(got, []string{"c", "a", "b"}) {
+		t.Errorf("handed out %v, want [c a b]", got)
+	}
+}
+
+// TestQueueHeldNameNotCounted: Len counts what waits, not a name a worker
+// holds nor one marked dirty while held; Done hands the dirty one out.
+func TestQueueHeldNameNotCounted(t *testing.T) {
+	q := newQueue(nil)
+	q.Add("api")
+	n, _ := q.Get()
+	q.Add("api")
+	if l := q.Len(); l != 0 {
+		t.Errorf("Len while api is held and dirty = %d, want 0", l)
+	}
+	q.Done(n)
+	if got := drain(q); !slices.Equal(got, []string{"api"}) {
+		t.Errorf("after Done handed out %v, want [api]", got)
+	}
+	q.Done("api") // a Done with nothing held changes nothing
+	if l := q.Len(); l != 0 {
+		t.Errorf("Len after a stray Done = %d, want 0", l)
+	}
+}
+
+func TestErrorBackoff(t *testing.T) {
+	ms := time.Millisecond
+	for n, want := range map[int]time.Duration{
+		0: 50 * ms, 1: 100 * ms, 2: 200 * ms, 5: 1600 * ms, 9: 25600 * ms,
+		10: 30 * time.Second, 11: 30 * time.Second, 64: 30 * time.Second, 1000: 30 * time.Second,
+	} {
+		if got := errorBackoff(n); got != want {
+			t.Errorf("errorBackoff(%d) = %v, want %v", n, got, want)
+		}
+	}
+}
+
+// stepUntil steps clk by d and waits until the delay goroutine has added
+// sentinel, due at that instant: whether it looks at the clock before or
+// after the step, every name due by then is added in the same pass, under
+// the same lock, so what drain finds is complete.
+func stepUntil(t *testing.T, q *queue, clk *clocktesting.FakeClock, d time.Duration) []string {
+	t.Helper()
+	q.AddAfter("sentinel", d)
+	clk.Step(d)
+	waitFor(t, "sentinel", func() bool { return q.Len() > 0 })
+	got := slices.DeleteFunc(drain(q), func(n string) bool { return n == "sentinel" })
+	return got
+}
+
+// TestQueueRateLimitedDoublesAndForgets: each AddRateLimited of a name
+// waits twice as long on the injected clock as the one before; Forget
+// starts it over at 50 ms; another name has its own count.
+func TestQueueRateLimitedDoublesAndForgets(t *testing.T) {
+	clk := clocktesting.NewFakeClock(time.Unix(1_700_000_000, 0))
+	q := newQueue(clk)
+	t.Cleanup(q.ShutDown)
+	for i, d := range []time.Duration{50, 100, 200} {
+		d *= time.Millisecond
+		q.AddRateLimited("api")
+		if got := stepUntil(t, q, clk, d-time.Millisecond); len(got) != 0 {
+			t.Fatalf("retry %d: %v out 1 ms before its %v backoff", i+1, got, d)
+		}
+		if got := stepUntil(t, q, clk, time.Millisecond); !slices.Equal(got, []string{"api"}) {
+			t.Fatalf("retry %d: %v out at its %v backoff, want [api]", i+1, got, d)
+		}
+		if n := q.NumRequeues("api"); n != i+1 {
+			t.Fatalf("NumRequeues(api) = %d, want %d", n, i+1)
+		}
+	}
+	q.AddRateLimited("db")
+	if got := stepUntil(t, q, clk, 50*time.Millisecond); !slices.Equal(got, []string{"db"}) {
+		t.Errorf("db's first retry: %v out at 50 ms, want [db] (its own count)", got)
+	}
+	q.Forget("api")
+	if n := q.NumRequeues("api"); n != 0 {
+		t.Errorf("NumRequeues(api) after Forget = %d", n)
+	}
+	q.AddRateLimited("api")
+	if got := stepUntil(t, q, clk, 50*time.Millisecond); !slices.Equal(got, []string{"api"}) {
+		t.Errorf("after Forget: %v out at 50 ms, want [api]", got)
+	}
+}
+
+// TestQueueAddAfterEarliestWins: of two delays of one name the earlier
+// adds it, and the later one is gone with it (the name runs once).
+func TestQueueAddAfterEarliestWins(t *testing.T) {
+	clk := clocktesting.NewFakeClock(time.Unix(1_700_000_000, 0))
+	q := newQueue(clk)
+	t.Cleanup(q.ShutDown)
+	q.AddAfter("late-first", 10*time.Second)
+	q.AddAfter("late-first", time.Second)
+	q.AddAfter("early-first", time.Second)
+	q.AddAfter("early-first", 10*time.Second)
+	q.AddAfter("now", 0)
+	if got := drain(q); !slices.Equal(got, []string{"now"}) {
+		t.Errorf("AddAfter 0 handed out %v at once, want [now]", got)
+	}
+	got := stepUntil(t, q, clk, time.Second)
+	slices.Sort(got)
+	if !slices.Equal(got, []string{"early-first", "late-first"}) {
+		t.Errorf("at 1 s: %v, want both names", got)
+	}
+	if got := stepUntil(t, q, clk, 10*time.Second); len(got) != 0 {
+		t.Errorf("at 11 s: %v out again, want none", got)
+	}
+}
+
+// TestQueueShutDown: a blocked Get returns; what was queued is still handed
+// out, then shutdown is reported; Add and AddAfter do nothing; pending
+// delays are dropped with their timer.
+func TestQueueShutDown(t *testing.T) {
+	clk := clocktesting.NewFakeClock(time.Unix(1_700_000_000, 0))
+	q := newQueue(clk)
+	got := make(chan bool)
+	go func() {
+		_, shutdown := q.Get()
+		got <- shutdown
+	}()
+	q.AddAfter("delayed", time.Second)
+	waitFor(t, "the delay timer", clk.HasWaiters)
+	q.ShutDown()
+	select {
+	case shutdown := <-got:
+		if !shutdown {
+			t.Errorf("a Get blocked at ShutDown got a name")
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("a Get blocked at ShutDown did not return")
+	}
+	waitFor(t, "the delay timer to be stopped", func() bool { return !clk.HasWaiters() })
+	clk.Step(time.Hour)
+	q.Add("late")
+	q.AddAfter("later", time.Second)
+	if n, shutdown := q.Get(); !shutdown || n != "" {
+		t.Errorf("Get after ShutDown = %q, %v; want shutdown", n, shutdown)
+	}
+	if !q.ShuttingDown() {
+		t.Error("ShuttingDown() = false")
+	}
+
+	q = newQueue(nil)
+	q.Add("a")
+	q.Add("b")
+	q.ShutDown()
+	q.ShutDown() // twice is harmless
+	if got := drain(q); !slices.Equal(got, []string{"a", "b"}) {
+		t.Errorf("after ShutDown handed out %v, want the queued [a b]", got)
+	}
+	if _, shutdown := q.Get(); !shutdown {
+		t.Error("empty and shut down, Get did not report shutdown")
 	}
 }

@@ -128,7 +128,7 @@ type Reconciler struct {
 	exits   ExitWatcher
 	verify  func(actuate.Record) actuate.Verification
 	events  *eventFiles
-	queue   queue
+	queue   *queue
 	closeFn func() error // closes the exit watcher we made
 
 	statusKick chan struct{}
