@@ -9,6 +9,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/procfleet/procfleet/spec"
 )
@@ -194,10 +195,8 @@ func ParseTarget(s string) (Target, error) {
 	return "", fmt.Errorf("unknown export target %q (want one of %s)", s, targetList())
 }
 
-var dnsLabel = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
-
 func validateName(name string) error {
-	if len(name) > 63 || !dnsLabel.MatchString(name) {
+	if len(name) > 63 || !dns1123Shaped(name) {
 		return fmt.Errorf("export: fleet name %q is not a DNS label ([a-z0-9]([-a-z0-9]*[a-z0-9])?, at most 63 characters)", name)
 	}
 	return nil
@@ -446,7 +445,11 @@ func isLoopbackHost(h string) bool {
 	return strings.HasPrefix(h, "127.")
 }
 
-var loopbackAddr = regexp.MustCompile(`(?i)(?:127\.\d{1,3}\.\d{1,3}\.\d{1,3}|localhost|\[::1\]):(\d{1,5})`)
+// loopbackAddr is compiled at its first use, not at package init, which
+// every command of the binary would pay.
+var loopbackAddr = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`(?i)(?:127\.\d{1,3}\.\d{1,3}\.\d{1,3}|localhost|\[::1\]):(\d{1,5})`)
+})
 
 // loopbackRefs finds "127.0.0.1:PORT"-like references, in argv and env
 // values (after expansion), to a port of another server of the fleet. On
@@ -464,7 +467,7 @@ func (f *fleet) loopbackRefs(s *spec.Server, v view) [][3]string {
 	}
 	var out [][3]string
 	scan := func(field, v string) {
-		for _, m := range loopbackAddr.FindAllStringSubmatch(v, -1) {
+		for _, m := range loopbackAddr().FindAllStringSubmatch(v, -1) {
 			p, _ := strconv.Atoi(m[1])
 			if name, ok := ports[p]; ok {
 				out = append(out, [3]string{field, m[0], name})

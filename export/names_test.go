@@ -1,6 +1,7 @@
 package export
 
 import (
+	"regexp"
 	"strings"
 	"testing"
 
@@ -11,7 +12,7 @@ import (
 // at and past the limits, dots, slashes, case, digits first, "..",
 // non-ASCII and invalid UTF-8.
 var k8sNameCases = []string{
-	"", "a", "A", "0", "-", ".", "..", "...", "..x", ".x", "_", "a.", "a-", "-a", "_a", "a_",
+	"", "a", "$", "a$b", "%i", "a@b", "a+b=c:d,e./f", "a;b", "a'b", "a\\b", "a\"b", "A", "0", "-", ".", "..", "...", "..x", ".x", "_", "a.", "a-", "-a", "_a", "a_",
 	"api", "1api", "api-1", "a--b", "Api", "aPi", "a.b", "a.b.c", "a..b", ".a.b", "a.b.", "a b", "a\tb", "a\nb",
 	"my.env-name", "MY_ENV.NAME", "MyEnvName1", "1ABC", "x y", "A=B", "é", "a\xffb", "\xff",
 	"a/b", "/b", "a/", "/", "a/b/c", "//", "example.com/name", "Example.com/name", "ex_ample.com/name",
@@ -31,10 +32,32 @@ func first(msgs []string) string {
 	return msgs[0]
 }
 
-// checkK8sNames fails for every rule whose message for s is not the
-// first of apimachinery's function's messages.
-func checkK8sNames(t *testing.T, s string) {
+// The expressions the loops of the systemd escaping and of validateName
+// stand for.
+var (
+	systemdEnvNameRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+	safeWordRE       = regexp.MustCompile(`^[A-Za-z0-9_@%+=:,./$-]+$`)
+	dnsLabelRE       = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
+)
+
+// checkNameRules fails for every Kubernetes rule whose message for s is
+// not the first of apimachinery's function's messages, and for every
+// other rule that does not give its regular expression's verdict.
+func checkNameRules(t *testing.T, s string) {
 	t.Helper()
+	for _, r := range []struct {
+		name string
+		own  func(string) bool
+		re   *regexp.Regexp
+	}{
+		{"envName", envName, systemdEnvNameRE},
+		{"safeWord", safeWord, safeWordRE},
+		{"dns1123Shaped", dns1123Shaped, dnsLabelRE},
+	} {
+		if got, want := r.own(s), r.re.MatchString(s); got != want {
+			t.Errorf("%s(%q) = %v, want %v", r.name, s, got, want)
+		}
+	}
 	rules := []struct {
 		name     string
 		own, api func(string) string
@@ -52,12 +75,12 @@ func checkK8sNames(t *testing.T, s string) {
 	}
 }
 
-// TestK8sNamesAgree: the export's name rules give apimachinery's verdict
-// and message for each value of the table.
-func TestK8sNamesAgree(t *testing.T) {
+// TestNameRulesAgree: the export's name rules give apimachinery's verdict
+// and message, or their expression's verdict, for each value of the table.
+func TestNameRulesAgree(t *testing.T) {
 	accepted := 0
 	for _, s := range k8sNameCases {
-		checkK8sNames(t, s)
+		checkNameRules(t, s)
 		if k8sLabelKey(s) == "" {
 			accepted++
 		}
@@ -68,9 +91,9 @@ func TestK8sNamesAgree(t *testing.T) {
 	}
 }
 
-func FuzzK8sNames(f *testing.F) {
+func FuzzNameRules(f *testing.F) {
 	for _, s := range k8sNameCases {
 		f.Add(s)
 	}
-	f.Fuzz(checkK8sNames)
+	f.Fuzz(checkNameRules)
 }

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"unicode/utf8"
 
@@ -72,7 +71,11 @@ func (f *fleet) systemdUnits(s *spec.Server) []string {
 	return out
 }
 
-var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+// envName is [A-Za-z_][A-Za-z0-9_]*, what systemd takes as a variable name.
+func envName(s string) bool {
+	word := func(c byte) bool { return isAlnum(c) || c == '_' }
+	return shaped(s, func(c byte) bool { return isAlpha(c) || c == '_' }, word, word)
+}
 
 func (f *fleet) systemdUnit(s *spec.Server, target string) ([]byte, error) {
 	name := s.Metadata.Name
@@ -260,8 +263,19 @@ func systemdPlain(s string) error {
 	return nil
 }
 
-// safeWord is what ExecStart takes unquoted, once "%" and "$" are doubled.
-var safeWord = regexp.MustCompile(`^[A-Za-z0-9_@%+=:,./$-]+$`)
+// safeWord is what ExecStart takes unquoted, once "%" and "$" are
+// doubled: [A-Za-z0-9_@%+=:,./$-]+.
+func safeWord(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; !isAlnum(c) && !strings.ContainsRune("_@%+=:,./$-", rune(c)) {
+			return false
+		}
+	}
+	return true
+}
 
 // SystemdExecArg escapes one argument (not the executable) of an ExecStart
 // line so that systemd passes exactly s to the process: "%" becomes "%%"
@@ -280,7 +294,7 @@ func SystemdExecArg(s string) (string, error) {
 	}
 	s = strings.ReplaceAll(s, "%", "%%")
 	s = strings.ReplaceAll(s, "$", "$$")
-	if safeWord.MatchString(s) {
+	if safeWord(s) {
 		return s, nil
 	}
 	return quoteC(s), nil
@@ -299,7 +313,7 @@ func SystemdExecPath(s string) (string, error) {
 // quotes, with "\", "\"" and "%" escaped. systemd does not substitute "$" in
 // Environment=, so "$" stays as is.
 func SystemdEnvironment(name, value string) (string, error) {
-	if !envName.MatchString(name) {
+	if !envName(name) {
 		return "", fmt.Errorf("variable name %q: systemd accepts [A-Za-z_][A-Za-z0-9_]*: %w", name, errControl)
 	}
 	if !utf8.ValidString(value) {
