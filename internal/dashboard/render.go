@@ -17,45 +17,48 @@ import (
 //go:embed assets
 var assets embed.FS
 
-// pages holds the page and fragment templates.
-var pages = template.Must(template.New("").Funcs(template.FuncMap{
-	"dash": func(n int) string {
-		if n == 0 {
-			return "–"
-		}
-		return strconv.Itoa(n)
-	},
-	"clock": func(v any) string {
-		switch t := v.(type) {
-		case time.Time:
-			return clock(t)
-		case *time.Time:
-			if t != nil {
-				return clock(*t)
+// pages holds the page and fragment templates, parsed at their first use:
+// at package init every command of the binary would pay for them.
+var pages = sync.OnceValue(func() *template.Template {
+	return template.Must(template.New("").Funcs(template.FuncMap{
+		"dash": func(n int) string {
+			if n == 0 {
+				return "–"
 			}
-		}
-		return "–"
-	},
-	// Written in Go (fragments.go), every value escaped there.
-	"rowHTML":     func(st reconciler.ServerStatus) template.HTML { return template.HTML(rowHTML(st)) },
-	"graphSVG":    func(g graph) template.HTML { return template.HTML(graphSVG(g)) },
-	"actionsHTML": actionsHTML,
-	"ageHTML": func(t *time.Time) template.HTML {
-		var w writer
-		w.age(t)
-		return template.HTML(w.String())
-	},
-	"argv":     spec.ShellText,
-	"probe":    spec.ProbeText,
-	"envNames": envNames,
-	"revEvents": func(evs []reconciler.Event) []reconciler.Event {
-		out := make([]reconciler.Event, len(evs))
-		for i, e := range evs {
-			out[len(evs)-1-i] = e
-		}
-		return out
-	},
-}).ParseFS(assets, "assets/templates.html"))
+			return strconv.Itoa(n)
+		},
+		"clock": func(v any) string {
+			switch t := v.(type) {
+			case time.Time:
+				return clock(t)
+			case *time.Time:
+				if t != nil {
+					return clock(*t)
+				}
+			}
+			return "–"
+		},
+		// Written in Go (fragments.go), every value escaped there.
+		"rowHTML":     func(st reconciler.ServerStatus) template.HTML { return template.HTML(rowHTML(st)) },
+		"graphSVG":    func(g graph) template.HTML { return template.HTML(graphSVG(g)) },
+		"actionsHTML": actionsHTML,
+		"ageHTML": func(t *time.Time) template.HTML {
+			var w writer
+			w.age(t)
+			return template.HTML(w.String())
+		},
+		"argv":     spec.ShellText,
+		"probe":    spec.ProbeText,
+		"envNames": envNames,
+		"revEvents": func(evs []reconciler.Event) []reconciler.Event {
+			out := make([]reconciler.Event, len(evs))
+			for i, e := range evs {
+				out[len(evs)-1-i] = e
+			}
+			return out
+		},
+	}).ParseFS(assets, "assets/templates.html"))
+})
 
 var bufPool = sync.Pool{New: func() any { return new(bytes.Buffer) }}
 
@@ -64,7 +67,7 @@ func fragment(name string, data any) string {
 	b := bufPool.Get().(*bytes.Buffer)
 	b.Reset()
 	defer bufPool.Put(b)
-	if err := pages.ExecuteTemplate(b, name, data); err != nil {
+	if err := pages().ExecuteTemplate(b, name, data); err != nil {
 		// The templates are fixed and their data typed: an error here is a
 		// bug, shown in the page rather than hidden.
 		return "<p class=\"warn\">render " + template.HTMLEscapeString(name) + ": " + template.HTMLEscapeString(err.Error()) + "</p>"
@@ -74,7 +77,7 @@ func fragment(name string, data any) string {
 
 // page renders a whole page.
 func page(w io.Writer, name string, data any) error {
-	return pages.ExecuteTemplate(w, name, data)
+	return pages().ExecuteTemplate(w, name, data)
 }
 
 // frames is one state of a page as fragments: Parts are the inner HTML of

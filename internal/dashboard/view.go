@@ -4,6 +4,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/procfleet/procfleet/reconciler"
@@ -145,8 +146,10 @@ func envNames(env []spec.Var) string {
 }
 
 // ansi matches terminal escape sequences (CSI and OSC), which a log line
-// may carry and a page cannot show.
-var ansi = regexp.MustCompile(`\x1b(\[[0-9;?]*[ -/]*[@-~]|\][^\x07\x1b]*(\x07|\x1b\\)|[@-Z\\-_])`)
+// may carry and a page cannot show; compiled at its first use.
+var ansi = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`\x1b(\[[0-9;?]*[ -/]*[@-~]|\][^\x07\x1b]*(\x07|\x1b\\)|[@-Z\\-_])`)
+})
 
 // maxLogLine bounds one log line sent to a page; longer lines are cut.
 const maxLogLine = 8 << 10
@@ -156,7 +159,7 @@ const maxLogLine = 8 << 10
 // at most maxLogLine bytes.
 func cleanLogLine(s string) string {
 	if strings.IndexByte(s, 0x1b) >= 0 {
-		s = ansi.ReplaceAllString(s, "")
+		s = ansi().ReplaceAllString(s, "")
 	}
 	s = strings.ToValidUTF8(s, "\uFFFD")
 	if len(s) > maxLogLine {
