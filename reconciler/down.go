@@ -102,17 +102,39 @@ func Down(ctx context.Context, cfg DownConfig, names []string) error {
 // reconciles only the servers it stops, and records their new status in
 // status.json, leaving the other servers' entries as they were.
 func (r *Reconciler) Down(ctx context.Context, names []string) (Status, error) {
+	// Without names the targets are the recorded servers: the records are
+	// read while the fleet files load, since neither read needs the other.
+	// What the records' read found untrusted is posted once the servers are
+	// set up, as downTargets does.
+	var listed chan recordList
+	if len(names) == 0 {
+		listed = make(chan recordList, 1)
+		go func() {
+			var l recordList
+			l.names, l.errs = r.recordNames()
+			listed <- l
+		}()
+	}
 	fleet, err := spec.Load(r.cfg.Files...)
 	if err != nil {
 		r.log.Info("Fleet files do not load; stopping without dependency order", "error", err.Error())
 		fleet = &spec.Fleet{}
 	}
 	r.setDesired(fleet, nil)
-	if err := r.setup(); err != nil {
-		return Status{}, err
+	serr := r.setup()
+	var l recordList
+	if listed != nil {
+		// Awaited even when setup failed: the read may move records aside,
+		// which only the lock's holder may do, so it ends before Down does.
+		l = <-listed
 	}
-	targets, err := r.downTargets(names)
-	if err != nil {
+	if serr != nil {
+		return Status{}, serr
+	}
+	var targets []string
+	if listed != nil {
+		targets = r.recordedTargets(l.names, l.errs)
+	} else if targets, err = r.downTargets(names); err != nil {
 		return Status{}, err
 	}
 	// Stops mostly wait (for the grace period, for the port): one worker
@@ -131,6 +153,12 @@ func (r *Reconciler) Down(ctx context.Context, names []string) (Status, error) {
 	return st, derr
 }
 
+// recordList is what recordNames found.
+type recordList struct {
+	names []string
+	errs  []error
+}
+
 // maxDownWorkers bounds the parallel stops of one standalone down.
 const maxDownWorkers = 1024
 
@@ -144,9 +172,17 @@ func (r *Reconciler) downTargets(names []string) ([]string, error) {
 	if r.fw != nil {
 		return r.names(), nil // under up: every server it knows
 	}
-	// Each record read once here (the stop reads it again, as it must).
+	recorded, errs := r.recordNames()
+	return r.recordedTargets(recorded, errs), nil
+}
+
+// recordedTargets is every server of a records' read (recordNames) that
+// has a record, or had an untrusted one, and every server quarantined, in
+// order. Each record is read once to list it (the stop reads it again, as
+// it must).
+func (r *Reconciler) recordedTargets(recorded []string, errs []error) []string {
 	set := map[string]bool{}
-	r.addRecorded(set)
+	r.addListed(set, recorded, errs)
 	r.mu.Lock()
 	for n, s := range r.servers {
 		if len(s.inbox) > 0 || s.st.phase == PhaseQuarantined {
@@ -159,7 +195,7 @@ func (r *Reconciler) downTargets(names []string) ([]string, error) {
 		out = append(out, n)
 	}
 	sort.Strings(out)
-	return out, nil
+	return out
 }
 
 // stopAndWait holds the declared targets stopped (persist: in held.json

@@ -563,6 +563,11 @@ func (r *Reconciler) names() []string {
 // posted to its server.
 func (r *Reconciler) addRecorded(set map[string]bool) {
 	recorded, errs := r.recordNames()
+	r.addListed(set, recorded, errs)
+}
+
+// addListed is addRecorded for what a recordNames call found.
+func (r *Reconciler) addListed(set map[string]bool, recorded []string, errs []error) {
 	for _, n := range recorded {
 		set[n] = true
 	}
