@@ -72,6 +72,7 @@ not be (a quarantined one included, with how to stop it by hand).`,
 				return err
 			}
 			defer func() { _ = release() }()
+			defer downRuntime()()
 			err = reconciler.Down(cmd.Context(), reconciler.DownConfig{
 				Files: opts.FleetPaths(), StateDir: sd, Log: opts.Logger().WithName("down"), OnEvent: progress.event,
 			}, names)

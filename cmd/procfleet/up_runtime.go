@@ -14,13 +14,29 @@ import (
 // costs its CPU mostly while the fleet starts.
 const upGCPercent = 50
 
+// downGCPercent is the Go collector's GOGC for a standalone down: a short
+// process whose live heap stays small while it allocates (a down of 100
+// servers: ~6 MB in ~53,000 allocations), so a collection once the heap
+// has grown by four times its live size. Measured on downs of 100 bench
+// workload servers (2 cores, load 20-23, 6 runs each): CPU median 196 ms
+// against 176 (GOGC 400 in the environment), peak RSS 28.9 MiB against
+// 30.6.
+const downGCPercent = 400
+
 // upRuntime sets up's runtime settings and returns what restores them (up
 // also runs inside tests). A GOGC in the environment is the user's choice
 // and is kept.
-func upRuntime() (restore func()) {
+func upRuntime() (restore func()) { return gcPercent(upGCPercent) }
+
+// downRuntime is upRuntime for a standalone down.
+func downRuntime() (restore func()) { return gcPercent(downGCPercent) }
+
+// gcPercent sets GOGC to percent, unless the environment sets it, and
+// returns what restores the value it found.
+func gcPercent(percent int) (restore func()) {
 	if _, set := os.LookupEnv("GOGC"); set {
 		return func() {}
 	}
-	old := debug.SetGCPercent(upGCPercent)
+	old := debug.SetGCPercent(percent)
 	return func() { debug.SetGCPercent(old) }
 }
