@@ -57,14 +57,16 @@ func (d *StateDir) Lock() (release func() error, err error) {
 	}, nil
 }
 
+// writeLockPID writes this process's pid into the held lock file, for a
+// second actor to name the holder. It is not synced: other processes read
+// it through the page cache, and after a crash of the machine no process
+// holds the lock, so what the file then says is never read as a holder.
 func writeLockPID(f *os.File) error {
 	if err := f.Truncate(0); err != nil {
 		return err
 	}
-	if _, err := f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0); err != nil {
-		return err
-	}
-	return f.Sync()
+	_, err := f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
+	return err
 }
 
 // readLockPID reads the holder's pid; 0 when the file is empty (the holder
