@@ -912,6 +912,40 @@ func TestFleetWatcherEditorSaves(t *testing.T) {
 	})
 }
 
+// TestFleetWatcherAtomicSaveDebounce pins how soon an atomic save (the
+// bench's edit) is applied, on the fake clock stepped a millisecond at a
+// time: where closes are reported, at the first read, one closesDebounce
+// after the rename (with the probe it finds no writer; without it a second
+// read at once agrees); on the portable watch, which cannot tell the rename
+// from a create, at the second read, a DefaultDebounce after the first.
+func TestFleetWatcherAtomicSaveDebounce(t *testing.T) {
+	forEachMode(t, func(t *testing.T, m watcherMode) {
+		main := filepath.Join(t.TempDir(), "procfleet.yaml")
+		writeFile(t, main, fleetYAML(serverYAML("api", "100"), serverYAML("db", "100")))
+		c := startClocked(t, m, main)
+		debounce, want := DefaultDebounce, 2*DefaultDebounce
+		if m.closes {
+			debounce, want = closesDebounce, closesDebounce
+		}
+		if c.w.debounce != debounce {
+			t.Fatalf("debounce %v, want %v", c.w.debounce, debounce)
+		}
+
+		atomicSave(t, main, fleetYAML(serverYAML("api", "200"), serverYAML("db", "100")))
+		c.seen(main, map[bool]eventOp{true: opPlaced, false: opAppeared}[m.closes])
+		vs, stepped := c.stepUntil(time.Millisecond, isKind(verdictApply))
+		// fsnotify may pass on a later event of the same save (its attrib)
+		// after the stepping began, which arms the debounce again.
+		if stepped != want && (m.closes || stepped < want) {
+			t.Errorf("applied %v after the save, want %v (verdicts %v)", stepped, want, vs)
+		}
+		got := c.r.waitUntil(t, "api changed", changed("api"))
+		if diff := cmp.Diff([]string{"api"}, got[0].Changed); len(got) != 1 || diff != "" {
+			t.Errorf("updates %+v; want one naming api (-want +got):\n%s", got, diff)
+		}
+	})
+}
+
 // TestFleetWatcherReadBetweenRemoveAndCreate reads the files in the
 // instant a file is gone: after vim's rename of it to its backup, or
 // between a delete and a create, with the new file (same content) only

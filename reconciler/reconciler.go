@@ -77,7 +77,8 @@ type Config struct {
 	// ResyncPeriod is how often every server is looked at again. Zero means
 	// DefaultResyncPeriod; negative disables the resync.
 	ResyncPeriod time.Duration
-	// Debounce is the file watcher's quiet time. Zero means DefaultDebounce.
+	// Debounce is the file watcher's quiet time. Zero means the watcher's
+	// default (FleetWatcherConfig.Debounce).
 	Debounce time.Duration
 	// OnEvent receives every event as it happens (progress lines). Nil
 	// means none. It must not block for long.
