@@ -101,7 +101,11 @@ func loadWith(paths []string, c *docCache) (*Fleet, error) {
 		read = append(read, file)
 		docs, ferrs := c.parse(file, data)
 		errs = append(errs, ferrs...)
-		all = append(all, docs...)
+		if all == nil {
+			all = docs // not copied: the fleet of one file is the common case
+		} else {
+			all = append(all, docs...)
+		}
 		if len(all) > MaxServers {
 			break
 		}
@@ -323,10 +327,14 @@ func readFile(file string) ([]byte, error) {
 		return nil, fmt.Errorf("read fleet file: %s", unwrapPath(err))
 	}
 	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, MaxFileSize+1))
-	if err != nil {
+	var buf bytes.Buffer
+	if fi, err := f.Stat(); err == nil && fi.Size() <= MaxFileSize {
+		buf.Grow(int(fi.Size()) + bytes.MinRead) // read at once, not grown from 512 bytes
+	}
+	if _, err := buf.ReadFrom(io.LimitReader(f, MaxFileSize+1)); err != nil {
 		return nil, fmt.Errorf("read fleet file: %w", err)
 	}
+	data := buf.Bytes()
 	if len(data) > MaxFileSize {
 		return nil, fmt.Errorf("fleet file larger than %d bytes (4 MiB)", MaxFileSize)
 	}

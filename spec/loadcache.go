@@ -29,19 +29,17 @@ type Loader struct {
 func (l *Loader) Load(paths ...string) (*Fleet, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.cache.next = map[docKey]*docEntry{}
-	defer func() {
-		// Only what this load used is kept: the cache never holds more
-		// than the fleet files' documents once.
-		l.cache.prev, l.cache.next = l.cache.next, nil
-	}()
+	l.cache.begin()
+	defer l.cache.end()
 	return loadWith(paths, &l.cache)
 }
 
 // docCache maps a document, as it stands in its file, to what decoding it
 // gave, and keeps with each decoded server what Load derives from it.
 type docCache struct {
-	prev, next map[docKey]*docEntry
+	// prev holds the documents of the last load, next those of this one,
+	// by place, then by text.
+	prev, next map[docPlace]map[string]*docEntry
 	// decoded counts the documents decoded (tests); derived the servers
 	// whose instances, warnings and fingerprint were computed (tests).
 	decoded, derived int
@@ -51,16 +49,25 @@ type docCache struct {
 	envGen  uint64
 }
 
-// docKey is a part of a fleet file that starts at a document start marker
-// (or the file's start) and ends before the next one.
-type docKey struct {
-	file, base string // as Source.File; the folder workingDir resolves against
-	text       string
+// docPlace is the file a document is read from: as Source.File, and the
+// folder workingDir resolves against.
+type docPlace struct{ file, base string }
+
+// begin starts a load.
+func (c *docCache) begin() {
+	c.next = make(map[docPlace]map[string]*docEntry, len(c.prev))
 }
 
-// docEntry is what decoding a docKey's text gave, without an error, with
-// the lines and indexes of the place it was last found at.
+// end ends a load: only what it used is kept, so the cache never holds
+// more than the fleet files' documents once.
+func (c *docCache) end() { c.prev, c.next = c.next, nil }
+
+// docEntry is what decoding a document's text gave, without an error, with
+// the lines and indexes of the place it was last found at. The text is a
+// part of a fleet file that starts at a document start marker (or the
+// file's start) and ends before the next one.
 type docEntry struct {
+	text      string
 	docs      []docResult
 	line, idx int // the part's first line (1-based) and first document index
 	nodes     int // charged to the file's node budget
@@ -81,13 +88,20 @@ func (c *docCache) parse(file string, data []byte) ([]docResult, ErrorList) {
 		return parse(file, data)
 	}
 	budget := nodeBudget(data)
-	var docs []docResult
+	docs := make([]docResult, 0, len(parts)) // a part is one document, but for empty ones
+	place := docPlace{file: file, base: base}
+	prev, next := c.prev[place], c.next[place]
+	if next == nil {
+		next = make(map[string]*docEntry, len(parts))
+		c.next[place] = next
+	}
 	idx := 0
 	for _, p := range parts {
-		k := docKey{file: file, base: base, text: string(p.text)}
-		e, ok := c.next[k]
+		// Looked up by the bytes, not copied: a document's text is
+		// copied only when it is decoded.
+		e, ok := next[string(p.text)]
 		if !ok {
-			e, ok = c.prev[k]
+			e, ok = prev[string(p.text)]
 		}
 		if !ok {
 			got, errs, left, n := parseDocs(file, base, p.text, budget, 0)
@@ -98,19 +112,22 @@ func (c *docCache) parse(file string, data []byte) ([]docResult, ErrorList) {
 			for i := range got {
 				got[i].memo = &serverMemo{}
 			}
-			e = &docEntry{docs: got, line: 1, nodes: budget - left, n: n}
+			e = &docEntry{text: string(p.text), docs: got, line: 1, nodes: budget - left, n: n}
 			c.decoded += len(got)
 			e.move(p.line, idx) // its own: moved in place
 		} else if e.line != p.line || e.idx != idx {
 			e = e.moved(p.line, idx)
 		}
-		c.next[k] = e
+		next[e.text] = e
 		budget -= e.nodes
 		idx += e.n
 		docs = append(docs, e.docs...)
 		if budget < 0 || len(docs) >= MaxServers {
 			return parse(file, data)
 		}
+	}
+	if len(docs) == 0 {
+		return nil, nil // as parse gives it
 	}
 	return docs, nil
 }

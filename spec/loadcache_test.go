@@ -202,9 +202,9 @@ func FuzzDocCache(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		var c docCache
 		check := func(data []byte) {
-			c.next = map[docKey]*docEntry{}
+			c.begin()
 			got, gerr := c.parse("fuzz.yaml", data)
-			c.prev, c.next = c.next, nil
+			c.end()
 			want, werr := parse("fuzz.yaml", data)
 			got = slices.Clone(got)
 			for i := range got {

@@ -318,23 +318,28 @@ func (v *validator) host(i int, field, host string) {
 // names reports every server whose name is declared more than once, at
 // each of its declarations.
 func (v *validator) names() {
-	byName := map[string][]int{}
+	first := make(map[string]int, len(v.servers))
+	byName := map[string][]int{} // only the names declared more than once
 	var order []string
 	for i := range v.servers {
 		n := v.servers[i].Metadata.Name
 		if n == "" {
 			continue
 		}
+		j, ok := first[n]
+		if !ok {
+			first[n] = i
+			continue
+		}
 		if _, ok := byName[n]; !ok {
 			order = append(order, n)
+			byName[n] = []int{j}
 		}
 		byName[n] = append(byName[n], i)
 	}
+	slices.SortFunc(order, func(a, b string) int { return first[a] - first[b] })
 	for _, n := range order {
 		idx := byName[n]
-		if len(idx) < 2 {
-			continue
-		}
 		for _, i := range idx {
 			var others []string
 			for _, j := range idx {
@@ -446,8 +451,8 @@ func rangeText(r portRange) string {
 // every dependency cycle (one per strongly connected component), named as
 // a path from its smallest name back to it.
 func (v *validator) dependencies() {
-	index := map[string]int{} // name -> first server with it
-	var names []string
+	index := make(map[string]int, len(v.servers)) // name -> first server with it
+	names := make([]string, 0, len(v.servers))
 	for i := range v.servers {
 		n := v.servers[i].Metadata.Name
 		if _, ok := index[n]; !ok && n != "" {
@@ -511,9 +516,9 @@ func suggestName(name string, known []string) string {
 	return ""
 }
 
-// components returns the strongly connected components of the graph
-// (Tarjan's algorithm, iterative so that a long chain cannot exhaust the
-// stack).
+// components returns the strongly connected components of the graph of
+// two nodes or more, the ones a cycle runs through (Tarjan's algorithm,
+// iterative so that a long chain cannot exhaust the stack).
 func components(edges [][]int) [][]int {
 	n := len(edges)
 	index := make([]int, n)
@@ -526,11 +531,18 @@ func components(edges [][]int) [][]int {
 	var out [][]int
 	next := 0
 	type frame struct{ node, edge int }
+	var call []frame
 	for root := 0; root < n; root++ {
 		if index[root] >= 0 {
 			continue
 		}
-		call := []frame{{root, 0}}
+		if len(edges[root]) == 0 {
+			// Alone in its component, as every node it does not reach.
+			index[root], low[root] = next, next
+			next++
+			continue
+		}
+		call = append(call[:0], frame{root, 0})
 		index[root], low[root] = next, next
 		next++
 		stack = append(stack, root)
@@ -557,7 +569,10 @@ func components(edges [][]int) [][]int {
 				parent := call[len(call)-1].node
 				low[parent] = min(low[parent], low[node])
 			}
-			if low[node] == index[node] {
+			if low[node] == index[node] && stack[len(stack)-1] == node {
+				stack = stack[:len(stack)-1]
+				onStack[node] = false
+			} else if low[node] == index[node] {
 				var comp []int
 				for {
 					w := stack[len(stack)-1]
