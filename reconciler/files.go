@@ -7,6 +7,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash"
 	"os"
 	"path/filepath"
 	"sort"
@@ -369,46 +370,60 @@ func (w *FleetWatcher) read() readResult {
 		return readResult{errs: list, sig: b.Bytes()}
 	}
 	prints := fingerprints(fleet)
-	return readResult{fleet: fleet, prints: prints, files: filePrints(fleet, prints), sig: fleetSig(fleet, prints)}
+	files, sig := filePrints(fleet, prints)
+	return readResult{fleet: fleet, prints: prints, files: files, sig: sig}
 }
 
-// fleetSig is what a read that loaded gave, in a few bytes: a SHA-256 of
-// every server's name and fingerprint, in name order, each
-// length-prefixed, so two reads agree exactly when their servers do.
-func fleetSig(f *spec.Fleet, prints map[string][]byte) []byte {
-	h := sha256.New()
-	var n [8]byte
-	for i := range f.Servers { // sorted by name
-		name := f.Servers[i].Metadata.Name
-		for _, b := range [][]byte{[]byte(name), prints[name]} {
-			binary.BigEndian.PutUint64(n[:], uint64(len(b)))
-			h.Write(n[:])
-			h.Write(b)
-		}
-	}
-	return h.Sum([]byte("fleet\n"))
-}
-
-// filePrints maps each file the fleet read to what it gave: a fleet file
-// to the names and fingerprints of the servers it declares (empty, not
-// nil, for a file that declares none), an env file (by its absolute path)
-// to the variables it sets.
-func filePrints(f *spec.Fleet, prints map[string][]byte) map[string][]byte {
-	m := make(map[string][]byte, len(f.Files))
+// filePrints maps each file the fleet read to what it gave, and sums up
+// the whole read in sig. A fleet file maps to a SHA-256 of the names and
+// fingerprints of the servers it declares (empty, not nil, for a file that
+// declares none), an env file (by its absolute path) to the variables it
+// sets. sig is a SHA-256 of every server's name and fingerprint, so two
+// reads agree exactly when their servers do. Servers are taken in name
+// order, each name and fingerprint length-prefixed.
+func filePrints(f *spec.Fleet, prints map[string][]byte) (files map[string][]byte, sig []byte) {
+	files = make(map[string][]byte, len(f.Files))
 	for _, file := range f.Files {
-		m[file] = []byte{}
+		files[file] = []byte{}
+	}
+	all := sha256.New()
+	var buf []byte
+	// With one fleet file, sig is its sum too.
+	byFile := map[string]hash.Hash(nil)
+	if len(f.Files) > 1 {
+		byFile = make(map[string]hash.Hash, len(f.Files))
 	}
 	for i := range f.Servers { // sorted by name
 		s := &f.Servers[i]
-		b := append(m[s.Source.File], s.Metadata.Name...)
-		b = append(b, 0)
-		b = append(b, prints[s.Metadata.Name]...)
-		m[s.Source.File] = append(b, '\n')
+		name := s.Metadata.Name
+		buf = appendField(appendField(buf[:0], name), prints[name])
+		all.Write(buf)
+		if byFile != nil {
+			h := byFile[s.Source.File]
+			if h == nil {
+				h = sha256.New()
+				byFile[s.Source.File] = h
+			}
+			h.Write(buf)
+		}
 		for _, e := range s.EnvFiles {
-			m[e.Path] = e.AppendPrint([]byte{})
+			files[e.Path] = e.AppendPrint([]byte{})
 		}
 	}
-	return m
+	sig = all.Sum([]byte("fleet\n"))
+	if byFile == nil && len(f.Servers) > 0 {
+		files[f.Servers[0].Source.File] = sig
+	}
+	for file, h := range byFile {
+		files[file] = h.Sum(nil)
+	}
+	return files, sig
+}
+
+// appendField appends b to buf, prefixed with its length.
+func appendField[T string | []byte](buf []byte, b T) []byte {
+	buf = binary.BigEndian.AppendUint64(buf, uint64(len(b)))
+	return append(buf, b...)
 }
 
 // noteAll notes events and says whether any of them counted.
