@@ -120,9 +120,24 @@ func loadWith(paths []string, c *docCache) (*Fleet, error) {
 		servers[i] = all[i].server
 	}
 	errs = append(errs, readEnvFiles(servers)...)
-	for _, is := range validate(servers) {
+	var passed []bool // by server: its own checks passed (a kept document's)
+	if c != nil {
+		passed = make([]bool, len(all))
+		for i := range all {
+			passed[i] = all[i].memo != nil && all[i].memo.checked
+			if !passed[i] {
+				c.checked++
+			}
+		}
+	}
+	for _, is := range validate(servers, passed) {
 		if !all[is.server].covers(is.err.Field) {
 			errs = append(errs, is.err)
+		}
+	}
+	for i := range passed {
+		if m := all[i].memo; m != nil && passed[i] {
+			m.checked = true
 		}
 	}
 	if len(errs) > 0 {

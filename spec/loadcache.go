@@ -11,7 +11,9 @@ import (
 // Loader loads fleets as Load does, and keeps each document it decoded for
 // its next Load: a document whose bytes and file are the same is not
 // decoded again (only its lines and index are moved when it moved), so
-// saving one server of a fleet of 1,000 decodes one document. A Loader is
+// saving one server of a fleet of 1,000 decodes one document and runs the
+// validation checks of one server alone (the checks across servers run
+// over the whole fleet, as Load runs them). A Loader is
 // safe for concurrent use (its loads run one at a time). The zero Loader
 // is ready to use.
 //
@@ -41,8 +43,9 @@ type docCache struct {
 	// by place, then by text.
 	prev, next map[docPlace]map[string]*docEntry
 	// decoded counts the documents decoded (tests); derived the servers
-	// whose instances, warnings and fingerprint were computed (tests).
-	decoded, derived int
+	// whose instances, warnings and fingerprint were computed (tests);
+	// checked the servers whose own validation checks ran (tests).
+	decoded, derived, checked int
 	// environ is procfleet's environment at the last load, and envGen
 	// counts its changes: a memo is of one environment.
 	environ []string
@@ -216,6 +219,11 @@ func splitDocs(data []byte) []docPart {
 // those of the document at line, and every value placed in the fleet file
 // shifts by the difference.
 type serverMemo struct {
+	// checked: the server passed validation's checks of itself alone
+	// (validator.server), which read nothing but its document's text, so
+	// they are not run again while the document is kept.
+	checked bool
+
 	ok        bool
 	envGen    uint64
 	envFiles  []EnvFile // as read when computed
@@ -243,7 +251,7 @@ func (c *docCache) derive(f *Fleet, memos []*serverMemo, inherited func(string) 
 			m = &serverMemo{}
 		}
 		if !m.ok || m.envGen != c.envGen || !envFilesEqual(m.envFiles, s.EnvFiles) {
-			*m = serverMemo{ok: true, envGen: c.envGen, envFiles: s.EnvFiles, line: s.Source.Line}
+			*m = serverMemo{checked: m.checked, ok: true, envGen: c.envGen, envFiles: s.EnvFiles, line: s.Source.Line}
 			m.instances = s.appendInstances(nil, inherited)
 			for j := range m.instances {
 				m.instances[j].Server = nil // set to the fleet's own at each load

@@ -156,6 +156,63 @@ func TestLoaderDerivesOnlyWhatChanged(t *testing.T) {
 	}
 }
 
+// TestLoaderChecksOnlyWhatChanged: a Loader runs a server's own
+// validation checks again only when its document changed, and a changed
+// document that fails them fails the load as Load fails it (loadBoth
+// compares the errors), before and after it is kept; the checks across
+// servers (duplicate names, ports) still see every server.
+func TestLoaderChecksOnlyWhatChanged(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "procfleet.yaml")
+	type change struct {
+		port  int
+		extra string
+	}
+	fleet := func(changes map[int]change) string {
+		docs := make([]string, 10)
+		for i := range docs {
+			c := changes[i]
+			if c.port == 0 {
+				c.port = 30000 + i
+			}
+			docs[i] = server(fmt.Sprintf("s%02d", i), fmt.Sprintf("  port: %d\n%s", c.port, c.extra))
+		}
+		return strings.Join(docs, "---\n")
+	}
+	bad := change{extra: "  restartPolicy: Sometimes\n"}
+	var l Loader
+	steps := []struct {
+		what    string
+		changes map[int]change
+		fails   bool
+		want    int // servers whose own checks ran
+	}{
+		{"the first load", nil, false, 10},
+		{"the same file", nil, false, 0},
+		{"one server edited", map[int]change{3: {extra: "  args: [x]\n"}}, false, 1},
+		{"one server made invalid", map[int]change{3: {extra: "  args: [x]\n"}, 5: bad}, true, 1},
+		// A server that failed them is checked at every load.
+		{"still invalid, another edited", map[int]change{3: {extra: "  args: [x]\n"}, 4: {extra: "  args: [y]\n"}, 5: bad}, true, 2},
+		{"fixed", map[int]change{3: {extra: "  args: [x]\n"}, 4: {extra: "  args: [y]\n"}}, false, 1},
+		{"a port taken twice", map[int]change{3: {extra: "  args: [x]\n"}, 4: {extra: "  args: [y]\n"}, 7: {port: 30006}}, true, 1},
+		// s07's first text is no longer kept: it is decoded and checked.
+		{"the port given back", map[int]change{3: {extra: "  args: [x]\n"}, 4: {extra: "  args: [y]\n"}}, false, 1},
+		{"the same file again", map[int]change{3: {extra: "  args: [x]\n"}, 4: {extra: "  args: [y]\n"}}, false, 0},
+	}
+	for _, st := range steps {
+		if err := os.WriteFile(path, []byte(fleet(st.changes)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		before := l.cache.checked
+		f, _ := loadBoth(t, &l, path)
+		if (f == nil) != st.fails {
+			t.Errorf("%s: loaded %v, want failed %v", st.what, f != nil, st.fails)
+		}
+		if got := l.cache.checked - before; got != st.want {
+			t.Errorf("%s: %d servers checked, want %d", st.what, got, st.want)
+		}
+	}
+}
+
 // The cache decodes a part of a file alone only where that cannot change
 // what the file means; every case here must load as Load loads it.
 func TestLoaderAgreesWithLoad(t *testing.T) {

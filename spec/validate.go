@@ -36,21 +36,34 @@ type validator struct {
 // accepted for servers built in code; Load has already checked them.
 func Validate(servers []Server) ErrorList {
 	var errs ErrorList
-	for _, is := range validate(servers) {
+	for _, is := range validate(servers, nil) {
 		errs = append(errs, is.err)
 	}
 	errs.Sort()
 	return errs
 }
 
-func validate(servers []Server) []issue {
+// validate is Validate's issues, unsorted. passed, when not nil, holds a
+// flag per server: a server flagged has passed its own checks (the ones
+// that read no other server) before, as it is now, and is not checked
+// again; every other server that passes them now is flagged.
+func validate(servers []Server, passed []bool) []issue {
 	v := &validator{servers: servers}
 	if len(servers) > MaxServers {
 		v.add(MaxServers, "", "too many servers: %d, at most %d", len(servers), MaxServers)
 		return v.out
 	}
 	for i := range servers {
+		if passed == nil {
+			v.server(i)
+			continue
+		}
+		if passed[i] {
+			continue
+		}
+		n := len(v.out)
 		v.server(i)
+		passed[i] = len(v.out) == n
 	}
 	v.names()
 	v.instanceNames()
