@@ -6,13 +6,18 @@ import (
 )
 
 // upGCPercent is the Go collector's GOGC for up: a collection once the heap
-// has grown by half its live size, not by all of it (Go's default, 100).
-// Measured on up with 1,000 idle bench workload servers started cold (2
-// cores, load 19): resident memory 60.0 MiB (peak 64.5) against 71.9
-// (77.1), for 67 collections during the start against 31, and one in the
-// minute watched once idle: an idle up allocates little, so the lower goal
-// costs its CPU mostly while the fleet starts.
-const upGCPercent = 50
+// has grown by a fifth of its live size (Go's default, 100, lets it
+// double). up's peak resident set is set by its cold start: at 1,000
+// servers the live heap peaks near 12 MB while they start, and the pages
+// the heap reached then stay resident. Measured with `go run ./bench
+// -scenarios idle -fleet 1000` (2 cores, load 12-28, one run each): VmHWM
+// 39.4 MiB at GOGC 20, 40.2 and 40.6 at 25, 44.3 (twice) at 50. Hand-run
+// cold starts of 1,000 bench workload servers with gctrace: 97 collections
+// in the start at GOGC 20, 83-86 at 25, 52-56 at 50, and none in 20 s of
+// idle after it at any of them. A soft memory limit costs idle CPU: at 25.6 MiB
+// (bench peak 38.1 MiB) the idle heap with the runtime's own memory sits at
+// the limit, and was collected 3 times in 20 s of idle.
+const upGCPercent = 20
 
 // downGCPercent is the Go collector's GOGC for a standalone down: a short
 // process whose live heap stays small while it allocates (a down of 100
