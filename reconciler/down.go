@@ -121,7 +121,11 @@ func (r *Reconciler) Down(ctx context.Context, names []string) (Status, error) {
 		fleet = &spec.Fleet{}
 	}
 	r.setDesired(fleet, nil)
-	serr := r.setup()
+	// status.json is read once: for setup, and to merge the stopped
+	// servers' entries into at the end (no other process writes it while
+	// this one holds the lock, and Down runs no status writer).
+	saved := r.savedStatus()
+	serr := r.setupWith(saved)
 	var l recordList
 	if listed != nil {
 		// Awaited even when setup failed: the read may move records aside,
@@ -146,7 +150,7 @@ func (r *Reconciler) Down(ctx context.Context, names []string) (Status, error) {
 	r.teardown(workers)
 	cancel()
 	if r.cfg.StateDir != nil {
-		if err := mergeStatus(r.cfg.StateDir.StatusPath(), r.Status(), targets); err != nil {
+		if err := mergeSavedStatus(r.cfg.StateDir.StatusPath(), saved, r.Status(), targets); err != nil {
 			r.statusFault.failed(r.log, err, "Cannot write status")
 		}
 	}
@@ -213,6 +217,15 @@ func mergeStatus(path string, st Status, names []string) error {
 	if err != nil {
 		return nil // no status.json: nothing to keep true
 	}
+	return mergeSavedStatus(path, &saved, st, names)
+}
+
+// mergeSavedStatus is mergeStatus into saved, the status.json at path as
+// read before (nil: there was none, nothing is written). It changes saved.
+func mergeSavedStatus(path string, saved *Status, st Status, names []string) error {
+	if saved == nil {
+		return nil
+	}
 	byName := make(map[string]ServerStatus, len(saved.Servers))
 	for _, ss := range saved.Servers {
 		byName[ss.Name] = ss
@@ -231,5 +244,5 @@ func mergeStatus(path string, st Status, names []string) error {
 		saved.Servers = append(saved.Servers, ss)
 	}
 	sort.Slice(saved.Servers, func(i, j int) bool { return saved.Servers[i].Name < saved.Servers[j].Name })
-	return WriteStatus(path, saved)
+	return WriteStatus(path, *saved)
 }

@@ -637,21 +637,35 @@ func (r *Reconciler) enqueueDependents(name string) {
 // setup prepares the queue and the exit watcher, and carries over the
 // restart counts and last exits of the previous run's status.json (kept
 // for a server that is adopted; a fresh start resets them).
-func (r *Reconciler) setup() error {
+func (r *Reconciler) setup() error { return r.setupWith(r.savedStatus()) }
+
+// savedStatus reads the state folder's status.json: nil when there is none
+// or it does not read.
+func (r *Reconciler) savedStatus() *Status {
+	if r.cfg.StateDir == nil {
+		return nil
+	}
+	prev, err := ReadStatus(r.cfg.StateDir.StatusPath())
+	if err != nil {
+		return nil
+	}
+	return &prev
+}
+
+// setupWith is setup with status.json already read (savedStatus).
+func (r *Reconciler) setupWith(prev *Status) error {
 	r.queue = newQueue(r.clock)
 	r.cfg.Metrics.setQueue(r.queue)
-	if r.cfg.StateDir != nil {
-		if prev, err := ReadStatus(r.cfg.StateDir.StatusPath()); err == nil {
-			r.mu.Lock()
-			for _, ps := range prev.Servers {
-				if _, ok := r.desired[ps.Name]; !ok {
-					continue
-				}
-				s := r.serverLocked(ps.Name)
-				s.st.restarts, s.st.lastExit = ps.Restarts, ps.LastExit
+	if prev != nil {
+		r.mu.Lock()
+		for _, ps := range prev.Servers {
+			if _, ok := r.desired[ps.Name]; !ok {
+				continue
 			}
-			r.mu.Unlock()
+			s := r.serverLocked(ps.Name)
+			s.st.restarts, s.st.lastExit = ps.Restarts, ps.LastExit
 		}
+		r.mu.Unlock()
 	}
 	r.loadHolds()
 	if r.exits == nil {

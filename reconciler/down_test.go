@@ -1,0 +1,46 @@
+package reconciler
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr/testr"
+
+	"github.com/procfleet/procfleet/internal/testserver"
+)
+
+// TestDownMergesStatus: a standalone down of one server writes its new
+// entry into status.json and keeps the other servers' entries as apply
+// wrote them.
+func TestDownMergesStatus(t *testing.T) {
+	f := newTestFleet(t)
+	ports := testserver.FreePorts(t, 2)
+	f.add(&testSpec{name: "db", port: ports[0]})
+	f.add(&testSpec{name: "api", port: ports[1]})
+	f.write()
+	st, err := converge(t, f, true)
+	if err != nil {
+		t.Fatalf("Converge: %v", err)
+	}
+	db := pidOf(st, "db")
+	r, err := New(Config{Files: []string{f.file}, StateDir: f.state, Log: testr.New(t), ResyncPeriod: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := r.Down(ctx, []string{"api"}); err != nil {
+		t.Fatalf("Down(api): %v", err)
+	}
+	disk, err := ReadStatus(f.state.StatusPath())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s, ok := disk.Get("api"); !ok || s.Phase != PhaseStopped || s.Reason != ReasonStoppedByUser {
+		t.Errorf("status.json api = %+v, want Stopped/%s", s, ReasonStoppedByUser)
+	}
+	if s, ok := disk.Get("db"); !ok || s.Phase != PhaseRunning || s.PID != db {
+		t.Errorf("status.json db = %+v, want Running with pid %d as apply wrote it", s, db)
+	}
+}
