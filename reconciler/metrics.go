@@ -3,7 +3,7 @@ package reconciler
 import (
 	"net/http"
 	"runtime"
-	"runtime/metrics"
+	"runtime/debug"
 	"slices"
 	"sort"
 	"strconv"
@@ -39,8 +39,7 @@ import (
 //	procfleet_probe_duration_seconds{probe,result,server}  histogram of probe latency (probe: readiness|liveness; result: success|failure)
 //
 // plus the Go runtime's go_goroutines, go_threads, go_info,
-// go_memstats_heap_alloc_bytes, go_gc_gogc_percent and
-// go_gc_gomemlimit_bytes, and the process's process_cpu_seconds_total and
+// go_memstats_heap_alloc_bytes and go_gc_gomemlimit_bytes, and the process's process_cpu_seconds_total and
 // process_max_fds, with, on Linux, process_resident_memory_bytes,
 // process_virtual_memory_bytes, process_start_time_seconds and
 // process_open_fds (the names and meanings the Prometheus client gives
@@ -264,38 +263,23 @@ func (m *Metrics) appendText(b []byte) []byte {
 	return w.b
 }
 
-// goRuntime appends the go_* families.
+// goRuntime appends the go_* families. It reads the runtime through
+// runtime and runtime/debug, not runtime/metrics, whose package init
+// every command of the binary would pay (95 allocations).
 func (w *expo) goRuntime() {
-	s := []metrics.Sample{
-		{Name: "/gc/gogc:percent"},
-		{Name: "/gc/gomemlimit:bytes"},
-		{Name: "/sched/goroutines:goroutines"},
-		{Name: "/memory/classes/heap/objects:bytes"},
-	}
-	metrics.Read(s)
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms) // stops the world for microseconds, per scrape
 	threads, _ := runtime.ThreadCreateProfile(nil)
-	w.family("go_gc_gogc_percent", "GOGC: the heap growth, in percent of the live heap, that starts a collection (from runtime/metrics /gc/gogc:percent).", "gauge")
-	w.sample("go_gc_gogc_percent", sampleFloat(s[0]))
-	w.family("go_gc_gomemlimit_bytes", "GOMEMLIMIT: the Go runtime's soft memory limit in bytes (from runtime/metrics /gc/gomemlimit:bytes).", "gauge")
-	w.sample("go_gc_gomemlimit_bytes", sampleFloat(s[1]))
+	w.family("go_gc_gomemlimit_bytes", "GOMEMLIMIT: the Go runtime's soft memory limit in bytes.", "gauge")
+	w.sample("go_gc_gomemlimit_bytes", float64(debug.SetMemoryLimit(-1))) // -1 reads it
 	w.family("go_goroutines", "Goroutines that exist now.", "gauge")
-	w.sample("go_goroutines", sampleFloat(s[2]))
+	w.sample("go_goroutines", float64(runtime.NumGoroutine()))
 	w.family("go_info", "The Go version the binary was built with.", "gauge")
 	w.sample("go_info", 1, "version", runtime.Version())
-	w.family("go_memstats_heap_alloc_bytes", "Bytes of heap objects allocated and not yet freed (from runtime/metrics /memory/classes/heap/objects:bytes).", "gauge")
-	w.sample("go_memstats_heap_alloc_bytes", sampleFloat(s[3]))
+	w.family("go_memstats_heap_alloc_bytes", "Bytes of heap objects allocated and not yet freed.", "gauge")
+	w.sample("go_memstats_heap_alloc_bytes", float64(ms.HeapAlloc))
 	w.family("go_threads", "OS threads the Go runtime has created.", "gauge")
 	w.sample("go_threads", float64(threads))
-}
-
-func sampleFloat(s metrics.Sample) float64 {
-	switch s.Value.Kind() {
-	case metrics.KindUint64:
-		return float64(s.Value.Uint64())
-	case metrics.KindFloat64:
-		return s.Value.Float64()
-	}
-	return 0
 }
 
 // expo appends families in the text exposition format, version 0.0.4.

@@ -228,7 +228,6 @@ next:
 // runtimeFamilies are the go_* and process_* families every platform has,
 // with their type; metrics_linux_test.go adds Linux's.
 var runtimeFamilies = map[string]dto.MetricType{
-	"go_gc_gogc_percent":           dto.MetricType_GAUGE,
 	"go_gc_gomemlimit_bytes":       dto.MetricType_GAUGE,
 	"go_goroutines":                dto.MetricType_GAUGE,
 	"go_info":                      dto.MetricType_GAUGE,
