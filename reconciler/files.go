@@ -71,6 +71,11 @@ type FleetWatcherConfig struct {
 	// Clock drives the debounce and the waits for unchanged content. Nil
 	// means the real clock.
 	Clock clock.WithTicker
+	// Loader, when set, is a loader that has read the files already (up
+	// checks them before it locks the state folder): the watcher's first
+	// read then decodes only the documents changed since. Nil means a new
+	// one.
+	Loader *spec.Loader
 
 	// portable (tests only) makes the watcher use fsnotify and its rules
 	// where the platform has a watch of its own (Linux inotify).
@@ -141,7 +146,7 @@ type FleetWatcher struct {
 	reloads  chan chan struct{}
 
 	// loader decodes only the documents that changed since its last read.
-	loader spec.Loader
+	loader *spec.Loader
 
 	mu      sync.Mutex
 	current *spec.Fleet
@@ -213,6 +218,10 @@ func NewFleetWatcher(cfg FleetWatcherConfig) (*FleetWatcher, error) {
 		resync:   make(chan struct{}, 1),
 		reloads:  make(chan chan struct{}),
 		ignored:  map[string]bool{},
+		loader:   cfg.Loader,
+	}
+	if w.loader == nil {
+		w.loader = new(spec.Loader)
 	}
 	if len(w.paths) == 0 {
 		w.paths = []string{spec.DefaultFile}

@@ -61,6 +61,9 @@ type Config struct {
 	// Files are the fleet files and folders (-f). Empty means
 	// procfleet.yaml.
 	Files []string
+	// Loader, when set, has read Files already: Run's first read of them
+	// decodes only the documents changed since (FleetWatcherConfig.Loader).
+	Loader *spec.Loader
 	// StateDir is the opened state folder. Required.
 	StateDir *actuate.StateDir
 	// Log receives the reconciler's logs. The zero Logger discards.
@@ -768,7 +771,7 @@ func (r *Reconciler) startWorkers(ctx context.Context) <-chan struct{} {
 // logs (as it starts and on each resync). When ctx ends it returns nil and
 // leaves the servers running. The caller holds the state folder's lock.
 func (r *Reconciler) Run(ctx context.Context) error {
-	fw, err := NewFleetWatcher(FleetWatcherConfig{Paths: r.cfg.Files, Debounce: r.cfg.Debounce, Log: r.log.WithName("files"), Clock: r.clock})
+	fw, err := NewFleetWatcher(FleetWatcherConfig{Paths: r.cfg.Files, Debounce: r.cfg.Debounce, Log: r.log.WithName("files"), Clock: r.clock, Loader: r.cfg.Loader})
 	if err != nil {
 		return err
 	}

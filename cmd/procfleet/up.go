@@ -89,8 +89,11 @@ pid of the first.`,
 func runUp(ctx context.Context, opts *globalOptions, attach, stderr io.Writer, downOnExit bool, metricsAddr, uiAddr string) error {
 	defer upRuntime()()
 	// The files first: up with no fleet file, or with files that do not
-	// load, fails before it creates or locks anything.
-	if _, err := spec.Load(opts.FleetPaths()...); err != nil {
+	// load, fails before it creates or locks anything. The reconciler's
+	// watcher reads them on with the same loader, which decodes again only
+	// what changed since.
+	loader := new(spec.Loader)
+	if _, err := loader.Load(opts.FleetPaths()...); err != nil {
 		return fleetError("up", err)
 	}
 	if uiAddr != "" {
@@ -113,7 +116,7 @@ func runUp(ctx context.Context, opts *globalOptions, attach, stderr io.Writer, d
 	files := strings.Join(opts.FleetPaths(), ", ")
 	var ui *servedUI
 	r, err := reconciler.New(reconciler.Config{
-		Files: opts.FleetPaths(), StateDir: sd, Log: log.WithName("reconciler"), OnEvent: progress.event,
+		Files: opts.FleetPaths(), Loader: loader, StateDir: sd, Log: log.WithName("reconciler"), OnEvent: progress.event,
 		Metrics: metrics,
 		OnRunning: func() {
 			progress.say(fmt.Sprintf("procfleet up (pid %d): watching %s; state in %s; Ctrl-C leaves the servers running", os.Getpid(), files, sd.Path),
