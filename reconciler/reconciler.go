@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -424,16 +425,20 @@ func desiredOf(f *spec.Fleet, oneShot bool) map[string]Desired {
 
 // Status returns the status of every declared, tracked or recorded server,
 // sorted by name, and the fleet-file errors.
-func (r *Reconciler) Status() Status { return r.status(true) }
+func (r *Reconciler) Status() Status { return r.statusInto(nil, true) }
 
-// status is Status, with each server's events or without them (what
-// status.json holds).
-func (r *Reconciler) status(events bool) Status {
+// statusInto is Status, with each server's events or without them (what
+// status.json holds), built in buf's memory where it has room: the status
+// writer hands back the servers of its last snapshot, which nothing else
+// holds.
+func (r *Reconciler) statusInto(buf []ServerStatus, events bool) Status {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	st := Status{Servers: make([]ServerStatus, 0, len(r.servers)), Errors: statusErrors(r.errs)}
+	servers := slices.Grow(buf[:0], len(r.servers)) // as append grows: the fleet grows as servers are first seen
 	for _, s := range r.servers {
-		ss := s.st.status(s.name)
+		servers = servers[:len(servers)+1]
+		ss := &servers[len(servers)-1]
+		s.st.statusTo(ss, s.name)
 		if events {
 			ss.Events = s.events.list()
 		}
@@ -442,27 +447,37 @@ func (r *Reconciler) status(events bool) Status {
 			ss.Port = d.port()
 		}
 		ss.setReplica(d, r.instances)
-		st.Servers = append(st.Servers, ss)
 	}
-	sort.Slice(st.Servers, func(i, j int) bool { return st.Servers[i].Name < st.Servers[j].Name })
-	return st
+	sort.Slice(servers, func(i, j int) bool { return servers[i].Name < servers[j].Name })
+	return Status{Servers: servers, Errors: statusErrors(r.errs)}
 }
 
 // status renders a server's state as status shows it.
 func (s *state) status(name string) ServerStatus {
-	ss := ServerStatus{
+	var ss ServerStatus
+	s.statusTo(&ss, name)
+	return ss
+}
+
+// statusTo renders a server's state into ss, in the memory of ss's
+// conditions and start time where it has them.
+func (s *state) statusTo(ss *ServerStatus, name string) {
+	conds, at := ss.Conditions[:0], ss.StartedAt
+	*ss = ServerStatus{
 		Name: name, Phase: s.phase, Ready: s.isReady, Restarts: s.restarts,
 		Reason: s.reason, Message: s.message, LastExit: s.lastExit,
-		PID: s.pid, Port: s.port, Conditions: []Condition{s.ready},
+		PID: s.pid, Port: s.port, Conditions: append(conds, s.ready),
 	}
 	if ss.Conditions[0].Type == "" {
 		ss.Conditions[0] = Condition{Type: ConditionReady, Status: ConditionUnknown}
 	}
 	if s.pid != 0 && !s.startedAt.IsZero() {
-		at := s.startedAt
-		ss.StartedAt = &at
+		if at == nil {
+			at = new(time.Time)
+		}
+		*at = s.startedAt
+		ss.StartedAt = at
 	}
-	return ss
 }
 
 func (r *Reconciler) kickStatus() {
@@ -504,8 +519,11 @@ func (r *Reconciler) statusWriter(ctx context.Context) {
 		return
 	}
 	f := statusFile{path: r.cfg.StateDir.StatusPath()}
+	var last []ServerStatus
 	write := func() {
-		if err := f.write(r.status(false)); err != nil {
+		st := r.statusInto(last, false)
+		last = st.Servers
+		if err := f.write(st); err != nil {
 			// The state folder is full or read-only: status.json keeps
 			// its last content (atomic writes); the next change tries
 			// again.

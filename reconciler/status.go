@@ -1,9 +1,11 @@
 package reconciler
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -87,17 +89,22 @@ func WriteStatus(path string, s Status) error {
 	if err != nil {
 		return fmt.Errorf("write status: %w", err)
 	}
-	return writeStatusFile(path, append(b, '\n'))
+	b = append(b, '\n')
+	return writeStatusWith(path, func(w io.Writer) error {
+		_, err := w.Write(b)
+		return err
+	})
 }
 
-// writeStatusFile replaces the file at path with b as WriteStatus does.
-func writeStatusFile(path string, b []byte) error {
+// writeStatusWith replaces the file at path with what encode writes, as
+// WriteStatus does.
+func writeStatusWith(path string, encode func(io.Writer) error) error {
 	f, err := os.CreateTemp(filepath.Dir(path), ".status-*.tmp")
 	if err != nil {
 		return fmt.Errorf("write status: %w", err)
 	}
 	tmp := f.Name()
-	_, err = f.Write(b)
+	err = encode(f)
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
@@ -115,17 +122,21 @@ func writeStatusFile(path string, b []byte) error {
 }
 
 // statusFile is up's status.json between its writes. It encodes again
-// only the entries of servers whose status changed since the last
-// encoding, and write skips a content already written: while servers
-// start, a write is due every statusWriteInterval, and encoding all of a
-// fleet of 1,000 each time (about 1 MB) made most of the bytes a cold start
-// allocated. The bytes are those of WriteStatus for the same Status.
+// only the entries of servers whose status changed since the last write,
+// writes nothing when no entry, no server and no error changed, and
+// streams the document to the file rather than building it in memory:
+// while servers start, a write is due every statusWriteInterval, and
+// encoding all of a fleet of 1,000 each time (about 1 MB) made most of the
+// bytes a cold start allocated. The bytes are those of WriteStatus for the
+// same Status.
 type statusFile struct {
 	path    string
 	entries map[string]*statusEntry
 	pass    uint64 // marks the entries of the last encoding
-	doc     []byte // the content last written; nil before the first write
-	next    []byte // the buffer of the next encoding
+	errs    []byte // the encoding of the errors
+	null    bool   // Servers was nil ("servers": null)
+	written bool   // the file holds the entries and errs
+	buf     *bufio.Writer
 }
 
 // statusEntry is one server's status and its encoding in the document.
@@ -143,57 +154,102 @@ const (
 	statusIndent      = "  "
 )
 
-// encode returns the content of status.json for s (valid until the next
-// call). s's servers carry no events: they are not written.
-func (f *statusFile) encode(s Status) ([]byte, error) {
+// update brings the entries and errors up to s and reports whether any
+// changed. s's servers carry no events: they are not written.
+func (f *statusFile) update(s Status) (changed bool, err error) {
 	if f.entries == nil {
 		f.entries = make(map[string]*statusEntry, len(s.Servers))
 	}
 	f.pass++
-	b := append(f.next[:0], "{\n"+statusFieldPrefix+`"servers": `...)
-	switch {
-	case s.Servers == nil:
-		b = append(b, "null"...)
-	case len(s.Servers) == 0:
-		b = append(b, "[]"...)
-	default:
-		b = append(b, "[\n"...)
-		for i := range s.Servers {
-			ss := &s.Servers[i]
-			e := f.entries[ss.Name]
-			if e == nil || !e.ss.same(ss) {
-				enc, err := json.MarshalIndent(ss, statusEntryPrefix, statusIndent)
-				if err != nil {
-					return nil, fmt.Errorf("encode the status of server %s: %w", ss.Name, err)
-				}
-				e = &statusEntry{ss: ss.clone(), enc: enc}
-				f.entries[ss.Name] = e
+	for i := range s.Servers {
+		ss := &s.Servers[i]
+		e := f.entries[ss.Name]
+		if e == nil || !e.ss.same(ss) {
+			enc, err := json.MarshalIndent(ss, statusEntryPrefix, statusIndent)
+			if err != nil {
+				return false, fmt.Errorf("encode the status of server %s: %w", ss.Name, err)
 			}
-			e.pass = f.pass
-			if i > 0 {
-				b = append(b, ",\n"...)
-			}
-			b = append(b, statusEntryPrefix...)
-			b = append(b, e.enc...)
+			e = &statusEntry{ss: ss.clone(), enc: enc}
+			f.entries[ss.Name] = e
+			changed = true
 		}
-		b = append(b, "\n"+statusFieldPrefix+"]"...)
+		e.pass = f.pass
 	}
-	errs, err := json.MarshalIndent(s.Errors, statusFieldPrefix, statusIndent)
-	if err != nil {
-		return nil, fmt.Errorf("encode the status errors: %w", err)
-	}
-	b = append(b, ",\n"+statusFieldPrefix+`"errors": `...)
-	b = append(b, errs...)
-	b = append(b, "\n}\n"...)
 	if len(f.entries) > len(s.Servers) {
 		for name, e := range f.entries {
 			if e.pass != f.pass {
 				delete(f.entries, name)
 			}
 		}
+		changed = true
 	}
-	f.next = b
-	return b, nil
+	errs, err := json.MarshalIndent(s.Errors, statusFieldPrefix, statusIndent)
+	if err != nil {
+		return false, fmt.Errorf("encode the status errors: %w", err)
+	}
+	if !bytes.Equal(errs, f.errs) {
+		f.errs, changed = errs, true
+	}
+	if null := s.Servers == nil; null != f.null {
+		f.null, changed = null, true
+	}
+	return changed, nil
+}
+
+// encode writes the document of s's servers, whose entries update has
+// just brought up to date, to w.
+func (f *statusFile) encode(w io.Writer, s Status) error {
+	if f.buf == nil {
+		f.buf = bufio.NewWriterSize(nil, statusBuffer)
+	}
+	b := f.buf
+	b.Reset(w)
+	b.WriteString("{\n" + statusFieldPrefix + `"servers": `)
+	switch {
+	case s.Servers == nil:
+		b.WriteString("null")
+	case len(s.Servers) == 0:
+		b.WriteString("[]")
+	default:
+		b.WriteString("[\n")
+		for i := range s.Servers {
+			if i > 0 {
+				b.WriteString(",\n")
+			}
+			b.WriteString(statusEntryPrefix)
+			b.Write(f.entries[s.Servers[i].Name].enc)
+		}
+		b.WriteString("\n" + statusFieldPrefix + "]")
+	}
+	b.WriteString(",\n" + statusFieldPrefix + `"errors": `)
+	b.Write(f.errs)
+	b.WriteString("\n}\n")
+	err := b.Flush()
+	b.Reset(nil)
+	return err
+}
+
+// statusBuffer is the size of the buffer the document goes through to the
+// file: a write(2) per 64 KiB.
+const statusBuffer = 64 << 10
+
+// write writes s (sorted by name, as Status returns it) to the file
+// unless the file already holds it. A failed write is tried again at the
+// next call, whatever s is.
+func (f *statusFile) write(s Status) error {
+	changed, err := f.update(s)
+	if err != nil {
+		return err
+	}
+	if !changed && f.written {
+		return nil
+	}
+	f.written = false
+	if err := writeStatusWith(f.path, func(w io.Writer) error { return f.encode(w, s) }); err != nil {
+		return err
+	}
+	f.written = true
+	return nil
 }
 
 // clone returns a copy of ss that shares no memory with it (Events
@@ -234,22 +290,4 @@ func samePtr[T comparable](a, b *T) bool {
 		return a == b
 	}
 	return *a == *b
-}
-
-// write writes s to the file unless the file already holds it. A failed
-// write is tried again at the next call, whatever s is.
-func (f *statusFile) write(s Status) error {
-	b, err := f.encode(s)
-	if err != nil {
-		return err
-	}
-	if f.doc != nil && bytes.Equal(b, f.doc) {
-		return nil
-	}
-	if err := writeStatusFile(f.path, b); err != nil {
-		f.doc = nil
-		return err
-	}
-	f.doc, f.next = b, f.doc
-	return nil
 }

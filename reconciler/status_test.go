@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -50,10 +51,18 @@ func TestStatusFileEncodesAsWriteStatus(t *testing.T) {
 			t.Fatal(err)
 		}
 		want = append(want, '\n')
-		got, err := f.encode(s)
+		changed, err := f.update(s)
 		if err != nil {
+			t.Fatalf("%s: update: %v", what, err)
+		}
+		if unchanged := strings.HasPrefix(what, "unchanged"); changed == unchanged {
+			t.Fatalf("%s: update says changed %v", what, changed)
+		}
+		var buf bytes.Buffer
+		if err := f.encode(&buf, s); err != nil {
 			t.Fatalf("%s: encode: %v", what, err)
 		}
+		got := buf.Bytes()
 		if !bytes.Equal(got, want) {
 			t.Fatalf("%s: encoded\n%s\nwant\n%s", what, got, want)
 		}
@@ -63,10 +72,12 @@ func TestStatusFileEncodesAsWriteStatus(t *testing.T) {
 		}
 	}
 	check("no servers", Status{Servers: []ServerStatus{}, Errors: []StatusError{}})
+	check("nil servers", Status{Errors: []StatusError{}})
 	check("nil lists", Status{})
 	st := statusFixture(12)
 	check("first", st)
 	check("unchanged", st)
+	check("unchanged, a copy", statusFixture(12))
 	st.Servers[3].Phase, st.Servers[3].Reason = PhaseStopping, "Stopping"
 	st.Servers[4].Conditions = []Condition{{Type: ConditionReady, Status: ConditionFalse}}
 	idx := 9
@@ -234,4 +245,45 @@ func BenchmarkWriteStatus1000(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// TestStatusIntoReusedMemory: a snapshot built in the memory of an
+// earlier one (the status writer's) is the snapshot Status builds afresh,
+// whatever changed in between, and shares no memory with the earlier one
+// beyond what it was handed.
+func TestStatusIntoReusedMemory(t *testing.T) {
+	r := &Reconciler{servers: map[string]*server{}, desired: map[string]Desired{}}
+	at := time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC)
+	set := func(name string, pid int, ready ConditionStatus) {
+		s := r.serverLocked(name)
+		s.st.pid, s.st.startedAt, s.st.phase = pid, at.Add(time.Duration(pid)), PhaseRunning
+		s.st.ready = Condition{Type: ConditionReady, Status: ready, LastTransitionTime: at}
+	}
+	for i := range 5 {
+		set(fmt.Sprintf("s%d", i), 100+i, ConditionTrue)
+	}
+	buf := r.statusInto(nil, false).Servers
+	check := func(what string) {
+		t.Helper()
+		want := r.Status()
+		for i := range want.Servers {
+			want.Servers[i].Events = nil
+		}
+		got := r.statusInto(buf, false)
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("%s: built in reused memory\n%+v\nwant\n%+v", what, got, want)
+		}
+		buf = got.Servers
+	}
+	check("unchanged")
+	set("s1", 0, ConditionFalse) // no process: no start time
+	set("s3", 300, ConditionUnknown)
+	check("changed")
+	r.serverLocked("a-new") // sorts first, Pending, no condition yet
+	delete(r.servers, "s4")
+	check("one added, one gone")
+	for i := range 8 {
+		set(fmt.Sprintf("t%d", i), 200+i, ConditionTrue)
+	}
+	check("grown past the buffer")
 }
