@@ -38,6 +38,14 @@
 //     and RSS of the supervisor process itself: its peak (VmHWM, the row
 //     compared with the target), and, as information, its size at the
 //     window's end (VmRSS) and the file-backed part of that (RssFile).
+//     CPU is taken over two windows of -idle: one from the moment the bench
+//     has seen every /health 200, and, for a peer whose own status says
+//     when every server is ready (procfleet's status.json, read from the
+//     file so that it costs the supervisor nothing), one from that moment,
+//     with the time between the two as a row of its own. The first holds
+//     the tail of the start the supervisor had not seen yet; the second
+//     what it costs at rest. A peer that reports no readiness has one
+//     window, shown in both rows.
 //  6. logs-idle (procfleet): `procfleet logs -f` of the whole fleet, and
 //     `tail -F` of every log as its floor, once both follow every file:
 //     their CPU over -window.

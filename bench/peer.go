@@ -41,6 +41,15 @@ type restartReporter interface {
 	Restarts(ctx context.Context) (int, error)
 }
 
+// readyReporter is a peer whose own state says when every server is ready
+// (procfleet's status.json): the idle scenario also measures a window that
+// begins there, once the supervisor has nothing left to do.
+type readyReporter interface {
+	// AllReady reports whether every server is ready by the peer's own
+	// account, and how many are not; it must cost the supervisor nothing.
+	AllReady(ctx context.Context) (bool, int, error)
+}
+
 // onceApplier is a peer with a converge-once command (procfleet apply
 // --wait), measured as an extra cold start.
 type onceApplier interface {

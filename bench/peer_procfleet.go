@@ -226,6 +226,19 @@ func parseStatusRestarts(out []byte) (int, error) {
 	return n, nil
 }
 
+// AllReady reports whether status.json, as up last wrote it, shows every
+// server ready, and how many are not. It reads the file rather than asking
+// up, so that it costs up nothing while the idle window is measured; up
+// writes the file within its write interval of a change.
+func (p *procfleetPeer) AllReady(context.Context) (bool, int, error) {
+	out, err := os.ReadFile(filepath.Join(p.state, "status.json"))
+	if err != nil {
+		return false, 0, fmt.Errorf("procfleet: %w", err)
+	}
+	notReady, err := parseStatusNotReady(out)
+	return err == nil && notReady == 0, notReady, err
+}
+
 // allReady reports whether `procfleet status -o json` shows every server
 // ready, and how many are not.
 func (p *procfleetPeer) allReady(ctx context.Context) (bool, int, error) {
