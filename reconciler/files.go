@@ -419,15 +419,20 @@ func filePrints(f *spec.Fleet, prints map[string][]byte) (files map[string][]byt
 			files[e.Path] = e.AppendPrint([]byte{})
 		}
 	}
-	sig = all.Sum([]byte("fleet\n"))
+	sig = all.Sum([]byte(sigPrefix))
 	if byFile == nil && len(f.Servers) > 0 {
-		files[f.Servers[0].Source.File] = sig
+		// The same sum as the file's own would be beside other files.
+		files[f.Servers[0].Source.File] = sig[len(sigPrefix):]
 	}
 	for file, h := range byFile {
 		files[file] = h.Sum(nil)
 	}
 	return files, sig
 }
+
+// sigPrefix starts the sig of a read that loaded (an error's starts
+// "errors").
+const sigPrefix = "fleet\n"
 
 // appendField appends b to buf, prefixed with its length.
 func appendField[T string | []byte](buf []byte, b T) []byte {

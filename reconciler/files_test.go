@@ -1,6 +1,7 @@
 package reconciler
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"os"
@@ -944,6 +945,40 @@ func TestFleetWatcherAtomicSaveDebounce(t *testing.T) {
 			t.Errorf("updates %+v; want one naming api (-want +got):\n%s", got, diff)
 		}
 	})
+}
+
+// TestFilePrintsAloneOrBeside: what a fleet file gave (filePrints) is the
+// same whether it is the fleet's only file or one of several, so a second
+// file appearing in a fleet folder does not make the first one changed;
+// it differs when a server of the file changes, and a file that declares
+// no server gives an empty value.
+func TestFilePrintsAloneOrBeside(t *testing.T) {
+	dir := t.TempDir()
+	a, b := filepath.Join(dir, "a.yaml"), filepath.Join(dir, "b.yaml")
+	prints := func() map[string][]byte {
+		t.Helper()
+		f, err := spec.Load(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		files, _ := filePrints(f, fingerprints(f))
+		return files
+	}
+	writeFile(t, a, fleetYAML(serverYAML("api", "1"), serverYAML("db", "1")))
+	alone := prints()
+	writeFile(t, b, serverYAML("web", "1"))
+	beside := prints()
+	if len(alone[a]) == 0 || !bytes.Equal(alone[a], beside[a]) {
+		t.Errorf("a.yaml alone gave %x, beside b.yaml %x: want the same, not empty", alone[a], beside[a])
+	}
+	writeFile(t, a, fleetYAML(serverYAML("api", "2"), serverYAML("db", "1")))
+	if changed := prints(); bytes.Equal(changed[a], beside[a]) || !bytes.Equal(changed[b], beside[b]) {
+		t.Errorf("after api changed in a.yaml: a.yaml %x (was %x), b.yaml %x (was %x)", changed[a], beside[a], changed[b], beside[b])
+	}
+	writeFile(t, b, "# no server yet\n")
+	if got, ok := prints()[b]; !ok || len(got) != 0 {
+		t.Errorf("b.yaml declaring no server gave %x (present %v), want an empty value", got, ok)
+	}
 }
 
 // TestFleetWatcherReadBetweenRemoveAndCreate reads the files in the
