@@ -244,3 +244,84 @@ func TestCrashAfterPreparedIntent(t *testing.T) {
 	}
 	assertGone(t, h)
 }
+
+// TestPrepareAheadWaitsForStarts: an intent prepared ahead is written only
+// while no start is in progress, after the PrepareNext asked meanwhile;
+// the end of the last start lets it through; DropAllPrepared ends a
+// preparer still waiting, leaving no temp file.
+func TestPrepareAheadWaitsForStarts(t *testing.T) {
+	a, _ := newActuator(t)
+	ends := a.startBegins()
+	a.PrepareAhead(StartRequest{Name: "calm", Port: 1, SpecHash: "h"})
+	a.PrepareNext(StartRequest{Name: "web", Port: 2, SpecHash: "h"})
+	if preparedToken(a, "web") == "" {
+		t.Fatal("web was not prepared")
+	}
+	a.mu.Lock()
+	calm := a.prepared["calm"]
+	a.mu.Unlock()
+	select {
+	case <-calm.staged.done:
+		t.Fatal("calm's intent was prepared ahead while a start was in progress")
+	default:
+	}
+	ends()
+	ends() // a second call changes nothing
+	if !waitDone(testCtx(t), calm.staged.done, 10*time.Second) || calm.staged.err != nil {
+		t.Fatalf("calm not prepared once no start was in progress: %v", calm.staged.err)
+	}
+	if got := tempFiles(t, a.Dir); len(got) != 2 {
+		t.Errorf("temp files %q, want calm's and web's", got)
+	}
+
+	ends = a.startBegins()
+	defer ends()
+	a.PrepareAhead(StartRequest{Name: "db", Port: 3, SpecHash: "h"})
+	a.DropAllPrepared()
+	if got := tempFiles(t, a.Dir); len(got) != 0 {
+		t.Errorf("temp files after DropAllPrepared: %q", got)
+	}
+	a.mu.Lock()
+	running, starting := a.prep.running, a.prep.starting
+	a.mu.Unlock()
+	if running || starting != 1 {
+		t.Errorf("after DropAllPrepared: preparer running %v, starts in progress %d; want false, 1", running, starting)
+	}
+}
+
+// TestPrepareAheadRate: intents prepared ahead are taken aheadBurst at
+// once, then one per aheadEvery; a PrepareNext is never held back by the
+// rate, and neither are prepared-ahead entries dropped meanwhile counted.
+func TestPrepareAheadRate(t *testing.T) {
+	a, _ := newActuator(t)
+	a.prepared = make(map[string]*prepared)
+	for i := range aheadBurst + 3 {
+		name := "s" + itoa(i)
+		a.prepared[name] = &prepared{}
+		a.prep.ahead = append(a.prep.ahead, name)
+	}
+	a.prep.ahead = append([]string{"gone"}, a.prep.ahead...) // dropped since: skipped, no token
+	now := time.Now()
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for i := range aheadBurst {
+		name, quiet, wait, ok := a.nextPrepare(now)
+		if want := "s" + itoa(i); name != want || quiet != nil || wait != 0 || !ok {
+			t.Fatalf("take %d: %q, %v, %v, %v; want %s at once", i, name, quiet, wait, ok, want)
+		}
+	}
+	if name, _, wait, ok := a.nextPrepare(now); name != "" || wait != aheadEvery || !ok {
+		t.Fatalf("after the burst: %q, wait %v, %v; want a wait of %v", name, wait, ok, aheadEvery)
+	}
+	a.prep.queue = append(a.prep.queue, "urgent")
+	if name, _, wait, _ := a.nextPrepare(now); name != "urgent" || wait != 0 {
+		t.Errorf("PrepareNext after the burst: %q, wait %v; want it at once", name, wait)
+	}
+	later := now.Add(aheadEvery + aheadEvery/2)
+	if name, _, wait, _ := a.nextPrepare(later); name != "s"+itoa(aheadBurst) || wait != 0 {
+		t.Errorf("1.5 periods later: %q, wait %v; want s%d at once", name, wait, aheadBurst)
+	}
+	if name, _, wait, _ := a.nextPrepare(later); name != "" || wait != aheadEvery/2 {
+		t.Errorf("then: %q, wait %v; want a wait of %v", name, wait, aheadEvery/2)
+	}
+}
