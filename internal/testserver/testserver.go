@@ -78,63 +78,6 @@ func Build(t testing.TB) string {
 	return buildPath
 }
 
-// FreePort returns a TCP port on 127.0.0.1 that was free a moment ago.
-// Two calls may return the same port (the kernel may hand a just-closed
-// port out again): a test that needs several uses FreePorts.
-func FreePort(t testing.TB) int {
-	t.Helper()
-	return FreePorts(t, 1)[0]
-}
-
-// FreePorts returns n distinct TCP ports on 127.0.0.1 that were free a
-// moment ago: it holds every listener open until all n are chosen, so the
-// kernel cannot hand one out twice.
-func FreePorts(t testing.TB, n int) []int {
-	t.Helper()
-	ports := make([]int, 0, n)
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatalf("find %d free ports: %v", n, err)
-		}
-		defer l.Close()
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
-	}
-	return ports
-}
-
-// FreePortRange returns the first of n consecutive TCP ports on 127.0.0.1
-// that were all free a moment ago (the ports of n replicas: port, port+1,
-// ...). It holds them all open while it checks, and tries other ranges
-// (at most 100) when one is taken.
-func FreePortRange(t testing.TB, n int) int {
-	t.Helper()
-	for range 100 {
-		base := FreePort(t)
-		if base+n-1 > 65535 {
-			continue
-		}
-		var held []net.Listener
-		ok := true
-		for p := base; p < base+n && ok; p++ {
-			l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(p)))
-			if err != nil {
-				ok = false
-				break
-			}
-			held = append(held, l)
-		}
-		for _, l := range held {
-			l.Close()
-		}
-		if ok {
-			return base
-		}
-	}
-	t.Fatalf("find %d consecutive free ports: every range tried was taken", n)
-	return 0
-}
-
 // Main runs the server with the given flags and returns its exit code.
 //
 // With a port it answers GET /health (200 with its pid, or
