@@ -87,7 +87,7 @@ type Actuator struct {
 	// never removes the fresh cgroup of the next spawn of the same name.
 	cgLocks map[string]*sync.Mutex
 
-	prepared map[string]*prepared // next spawns made ready (PrepareNext, PrepareAhead)
+	prepared map[string]*prepared // next spawns made ready (PrepareNext)
 	prep     preparerState
 }
 
@@ -123,8 +123,7 @@ type Running struct {
 	Handle *observe.Handle
 
 	child     *child
-	logOffset int64  // size of the log before this run
-	startEnds func() // ends the start in progress (startBegins); nil when none
+	logOffset int64 // size of the log before this run
 }
 
 // Done is closed when the process has exited and been reaped (nil for a
@@ -236,21 +235,7 @@ var testHookAfterSpawn func(pid int)
 // written, Spawn cleans up and returns the *StartError WaitReady would
 // have; any other failure after the exec kills the child (its own,
 // unreaped: no doubt) and removes what was written.
-//
-// A start is in progress from Spawn until its WaitReady returns (or Spawn
-// fails): meanwhile no intent is prepared ahead (PrepareAhead).
 func (a *Actuator) Spawn(ctx context.Context, req StartRequest) (*Running, error) {
-	ends := a.startBegins()
-	r, err := a.spawn(ctx, req)
-	if err != nil {
-		ends()
-		return nil, err
-	}
-	r.startEnds = ends
-	return r, nil
-}
-
-func (a *Actuator) spawn(ctx context.Context, req StartRequest) (*Running, error) {
 	if err := checkName(req.Name); err != nil {
 		return nil, fmt.Errorf("start server: %w", err)
 	}

@@ -40,14 +40,10 @@
 //     record's rename (a crash of the machine before it ends the process
 //     too).
 //   - A restart's intent record is prepared while the server runs
-//     (called by up at Ready: PrepareNext once the server has restarted,
-//     else PrepareAhead, written only while no start is in progress and
-//     at a bounded rate, so a cold start pays none of it and a large
-//     fleet's are spread over minutes): its token drawn, the record written and
-//     synced under a temp name (".<name>.json.tmp-next-*") by one
-//     goroutine on a thread of the lowest priority, so that after a crash
-//     only its rename remains before the exec (one still being written is
-//     not waited for: the spawn stages its own). What
+//     (PrepareNext, called by up at Ready once the server has restarted):
+//     its token drawn, the record
+//     written and synced under a temp name (".<name>.json.tmp-next-*"), so
+//     that after a crash only its rename remains before the exec. What
 //     this can leave on disk is safe: the temp file is never read as a
 //     record (readers take "<name>.json" only), its token was given to no
 //     process, and it is removed by DropPrepared (a stop), by a Spawn that

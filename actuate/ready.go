@@ -29,9 +29,6 @@ const (
 // left running with its record (it is adopted later), r.Handle is closed,
 // and ctx's error is returned.
 func (a *Actuator) WaitReady(ctx context.Context, req StartRequest, r *Running) error {
-	if r.startEnds != nil {
-		defer r.startEnds()
-	}
 	timeout := req.StartupTimeout
 	if timeout <= 0 {
 		timeout = DefaultStartupTimeout

@@ -231,8 +231,7 @@ func writeTempAs(dir, name, infix string, data []byte) (_ string, err error) {
 type stagedIntent struct {
 	dir, name, infix string
 	data             []byte
-	encode           func() ([]byte, error) // makes data at write (newStagedLater)
-	done             chan struct{}          // closed once tmp and err are set
+	done             chan struct{} // closed once tmp and err are set
 	tmp              string
 	err              error
 }
@@ -252,25 +251,12 @@ func (d *StateDir) newStaged(r Record, infix string) *stagedIntent {
 	return s
 }
 
-// newStagedLater is newStaged with the record encoded by write, so that
-// one waiting long for its write (PrepareAhead) holds no encoded copy.
-// *r must not change until then.
-func (d *StateDir) newStagedLater(r *Record, infix string) *stagedIntent {
-	return &stagedIntent{dir: filepath.Join(d.Path, serversDir), name: r.Name + recordExt, infix: infix, done: make(chan struct{}),
-		encode: func() ([]byte, error) { return d.recordData(*r) }}
-}
-
 // write writes and syncs the temp file; it is called once.
 func (s *stagedIntent) write() {
 	defer close(s.done)
-	if s.encode != nil {
-		s.data, s.err = s.encode()
-		s.encode = nil
-	}
 	if s.err == nil {
 		s.tmp, s.err = writeTempAs(s.dir, s.name, s.infix, s.data)
 	}
-	s.data = nil // on disk now; only its name is needed
 }
 
 // errNotWritten is the error of a staged intent cancelled before its write.

@@ -11,24 +11,18 @@ import (
 // place. An Actuator without it (a test's fake) spawns as before.
 type preparer interface {
 	PrepareNext(req actuate.StartRequest)
-	PrepareAhead(req actuate.StartRequest)
 	DropPrepared(name string)
 	DropAllPrepared()
 }
 
-// prepareNext readies the next spawn of s once its process is Ready: at
-// once if it has restarted before (PrepareNext), else once no spawn has
-// begun for a second (PrepareAhead), so that a cold start's spawns never
-// share the disk with the fsyncs of 1,000 prepared records, and a first
-// crash still finds its record ready. Not for apply (it exits: nothing of
-// its restarts), nor for a server that is never restarted.
+// prepareNext readies the next spawn of s once its process is Ready, if
+// it has restarted before: a prepared record is a file write and an fsync,
+// which every server of a cold start would otherwise pay at once (a fleet
+// of 1,000 that never crashes would pay 1,000). Not for apply (it exits:
+// nothing of its restarts), nor for a server that is never restarted.
 func (r *Reconciler) prepareNext(s *server, d Desired) {
 	p, ok := r.act.(preparer)
-	if !ok || r.cfg.OneShot || d.Server == nil || d.Server.Spec.RestartPolicy == spec.RestartNever {
-		return
-	}
-	if s.st.restarts == 0 {
-		p.PrepareAhead(startRequest(d))
+	if !ok || r.cfg.OneShot || s.st.restarts == 0 || d.Server == nil || d.Server.Spec.RestartPolicy == spec.RestartNever {
 		return
 	}
 	p.PrepareNext(startRequest(d))
