@@ -88,10 +88,8 @@ func runSpawner(v string) int {
 	return 0
 }
 
-// spawnElsewhere starts a server through another process (the test binary
-// as a spawner), which exits once the server is ready: the server is not
-// this test's child. It returns the server's pid.
-func spawnElsewhere(t *testing.T, req spawnerRequest) int {
+// spawnerCommand is the test binary run as a spawner of req's server.
+func spawnerCommand(t *testing.T, req spawnerRequest) *exec.Cmd {
 	t.Helper()
 	data, err := json.Marshal(req)
 	if err != nil {
@@ -103,6 +101,15 @@ func spawnElsewhere(t *testing.T, req spawnerRequest) int {
 	}
 	spawner := exec.Command(self)
 	spawner.Env = append(os.Environ(), spawnerEnv+"="+string(data))
+	return spawner
+}
+
+// spawnElsewhere starts a server through another process (the test binary
+// as a spawner), which exits once the server is ready: the server is not
+// this test's child. It returns the server's pid.
+func spawnElsewhere(t *testing.T, req spawnerRequest) int {
+	t.Helper()
+	spawner := spawnerCommand(t, req)
 	var out, stderr bytes.Buffer
 	spawner.Stdout, spawner.Stderr = &out, &stderr
 	if err := spawner.Run(); err != nil {
@@ -122,16 +129,7 @@ func spawnElsewhere(t *testing.T, req spawnerRequest) int {
 // the full one. It returns the server's pid, pinned.
 func killSpawnerPaused(t *testing.T, req spawnerRequest) (int, *observe.Handle) {
 	t.Helper()
-	data, err := json.Marshal(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	self, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	spawner := exec.Command(self)
-	spawner.Env = append(os.Environ(), spawnerEnv+"="+string(data))
+	spawner := spawnerCommand(t, req)
 	if err := spawner.Start(); err != nil {
 		t.Fatal(err)
 	}
