@@ -206,9 +206,10 @@ func (a *Actuator) Start(ctx context.Context, req StartRequest) (*Running, error
 }
 
 // testHookAfterSpawn, when set (tests only), runs between the spawn and
-// the write of the full record: a test pauses there to stand for a crash
-// between the intent record and the full one.
-var testHookAfterSpawn func(pid int)
+// the write of the full record, with the server's name and the new pid: a
+// test pauses there to stand for a crash between the intent record and the
+// full one.
+var testHookAfterSpawn func(name string, pid int)
 
 // Spawn starts a server.
 //
@@ -403,7 +404,7 @@ func (a *Actuator) Spawn(ctx context.Context, req StartRequest) (*Running, error
 		return nil, abort("pin the new process", pinErr)
 	}
 	if testHookAfterSpawn != nil {
-		testHookAfterSpawn(pid)
+		testHookAfterSpawn(req.Name, pid)
 	}
 	id, idErr := spawnIdentity(ctx, h)
 	if idErr != nil {

@@ -68,7 +68,7 @@ func runSpawner(v string) int {
 		}
 	}
 	if req.PauseFile != "" {
-		testHookAfterSpawn = func(pid int) {
+		testHookAfterSpawn = func(_ string, pid int) {
 			_ = os.WriteFile(req.PauseFile, []byte(strconv.Itoa(pid)+"\n"), 0o600)
 			<-ctx.Done() // the test kills this process first
 			os.Exit(3)

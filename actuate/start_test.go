@@ -318,7 +318,7 @@ func TestSpawnRecordWriteFailure(t *testing.T) {
 		if err := os.Remove(a.Dir.RecordPath("api")); err != nil {
 			t.Fatal(err)
 		}
-		testHookAfterSpawn = func(int) {
+		testHookAfterSpawn = func(string, int) {
 			_ = os.Remove(a.Dir.RecordPath("api"))
 			_ = os.Mkdir(a.Dir.RecordPath("api"), 0o700)
 		}

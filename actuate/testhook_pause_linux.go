@@ -3,12 +3,10 @@
 package actuate
 
 import (
-	"bytes"
 	"os"
 	"strconv"
 	"strings"
 	"sync/atomic"
-	"time"
 )
 
 // Built only with -tags procfleet_testhooks (the chaos soak builds its
@@ -33,36 +31,13 @@ func init() {
 		return
 	}
 	var fired atomic.Bool
-	testHookAfterSpawn = func(pid int) {
-		if spawnedServer(pid) != name || !fired.CompareAndSwap(false, true) {
+	testHookAfterSpawn = func(server string, pid int) {
+		if server != name || !fired.CompareAndSwap(false, true) {
 			return
 		}
 		if err := os.WriteFile(file, []byte(strconv.Itoa(pid)+"\n"), 0o600); err != nil {
 			return
 		}
 		select {} // until the actor is killed
-	}
-}
-
-// spawnedServer returns PROCFLEET_SERVER from the environment of a child
-// Spawn started: the name is not passed to the hook. Right after the exec
-// the kernel may show an empty environment for a moment, so an empty one
-// is read again for up to two seconds.
-func spawnedServer(pid int) string {
-	deadline := time.Now().Add(2 * time.Second)
-	for {
-		b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/environ")
-		if err != nil {
-			return ""
-		}
-		for _, kv := range bytes.Split(b, []byte{0}) {
-			if v, ok := bytes.CutPrefix(kv, []byte(ServerEnv+"=")); ok {
-				return string(v)
-			}
-		}
-		if len(b) > 0 || time.Now().After(deadline) {
-			return ""
-		}
-		time.Sleep(time.Millisecond)
 	}
 }
