@@ -193,7 +193,11 @@
 // is an event naming the evidence that allowed it and the path used. Stop
 // then removes the record and waits up to 5 s until nothing accepts TCP on
 // the port, else fails naming who holds it and whether it answers the
-// readiness probe.
+// readiness probe. On Linux that is no LISTEN socket on the port, at any
+// address, in the kernel's listener table (sock_diag), asked in rounds
+// shared by the stops waiting at the same time, spaced so that the
+// queries take under 1/20 of the time; a connect could reach nothing more. Without
+// sock_diag it connects to loopback and reads the /proc tables.
 //
 // Cleanup stops what a server left once its leader exited: its cgroup's
 // members, or the processes carrying its token and, when the caller held

@@ -6,6 +6,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/procfleet/procfleet/observe"
 )
 
 // Stops that ask while a round runs are answered together by the next
@@ -105,5 +107,71 @@ func TestListenRoundsKernel(t *testing.T) {
 	ln.Close()
 	if busy, err := l.listening(port); err != nil || busy {
 		t.Fatalf("port %d after its listener closed: busy %v, %v", port, busy, err)
+	}
+}
+
+// A round starts no sooner than roundBudget times the last query's
+// duration after it ended (capped at maxRoundGap), so back-to-back stops
+// share a round rather than each paying a query.
+func TestListenRoundsSpaced(t *testing.T) {
+	var mu sync.Mutex
+	var starts, ends []time.Time
+	l := &listenRounds{query: func(ports []int) (map[int]bool, error) {
+		mu.Lock()
+		starts = append(starts, time.Now())
+		mu.Unlock()
+		// Work the kernel query would do, here a measurable span.
+		for t0 := time.Now(); time.Since(t0) < 200*time.Microsecond; {
+		}
+		mu.Lock()
+		ends = append(ends, time.Now())
+		mu.Unlock()
+		return map[int]bool{}, nil
+	}}
+	for p := 100; p < 103; p++ {
+		if busy, err := l.listening(p); err != nil || busy {
+			t.Fatalf("port %d: busy %v, %v", p, busy, err)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for i := 1; i < len(starts); i++ {
+		took := ends[i-1].Sub(starts[i-1])
+		want := min(roundBudget*took, maxRoundGap)
+		if gap := starts[i].Sub(ends[i-1]); gap < want {
+			t.Errorf("round %d began %v after the last ended, which took %v: want at least %v", i, gap, took, want)
+		}
+	}
+}
+
+// Where the listener table can be read, portFree asks it alone: a listener
+// is found busy without a connection made to it (one would wait in its
+// accept queue), and the port is free once it has closed.
+func TestPortFreeConnectsNot(t *testing.T) {
+	if _, err := observe.ListeningOn([]int{1}, nil); err != nil {
+		t.Skipf("no listener table here: %v", err)
+	}
+	ln, err := net.ListenTCP("tcp", &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	port := ln.Addr().(*net.TCPAddr).Port
+	ctx := testCtx(t)
+	if portFree(ctx, port) {
+		t.Fatalf("port %d with a listener found free", port)
+	}
+	// A loopback connect completes in the kernel before connect returns:
+	// had portFree made one, it would be queued now.
+	if err := ln.SetDeadline(time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if c, err := ln.Accept(); err == nil {
+		c.Close()
+		t.Fatal("portFree connected to the listener")
+	}
+	ln.Close()
+	if !portFree(ctx, port) {
+		t.Fatalf("port %d found busy after its listener closed", port)
 	}
 }

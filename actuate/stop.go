@@ -793,15 +793,3 @@ func (a *Actuator) waitPortFree(ctx context.Context, name string, port int, read
 		}
 	}
 }
-
-// portFree reports whether nothing accepts TCP on port: no connect to
-// loopback succeeds, and the kernel's socket tables show no listener on it
-// (a connect that merely timed out on a loaded machine proves nothing),
-// asked in one round with the other stops waiting on their ports.
-func portFree(ctx context.Context, port int) bool {
-	if observe.PortAccepting(ctx, port) {
-		return false
-	}
-	busy, err := portRounds.listening(port)
-	return err != nil || !busy
-}
