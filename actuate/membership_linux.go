@@ -176,6 +176,18 @@ func removeCgroup(dir string) error {
 	return nil
 }
 
+// removeEmptyCgroup removes the server cgroup at dir, as removeCgroup
+// does, if the kernel lets it: it refuses while the cgroup holds a process
+// (EBUSY), which makes a success proof that the cgroup was empty. false
+// when it was not removed (the caller then reads it).
+func removeEmptyCgroup(dir string) bool {
+	if rmdir(dir) != nil {
+		return false
+	}
+	_ = rmdir(filepath.Dir(dir)) // EBUSY while others remain
+	return true
+}
+
 // rmdir removes the empty folder at dir (a cgroup), retrying on EINTR.
 func rmdir(dir string) error {
 	for {

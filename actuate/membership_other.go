@@ -39,6 +39,8 @@ func killCgroup(string) error {
 
 func removeCgroup(string) error { return nil }
 
+func removeEmptyCgroup(string) bool { return false }
+
 func intoCgroup(*syscall.SysProcAttr, *os.File) {}
 
 func (d *StateDir) sweepCgroups() {}

@@ -705,6 +705,11 @@ func (a *Actuator) terminateCgroup(ctx context.Context, rec Record, dir string, 
 		if ctx.Err() != nil {
 			return fmt.Errorf("stop server %s: %w", rec.Name, ctx.Err())
 		}
+		if len(liveMembers(ms)) == 0 && removeEmptyCgroup(dir) {
+			// The kernel removes only a cgroup without a process: the
+			// server's was empty, and nothing can join it now.
+			return nil
+		}
 		fresh, listed, err := join()
 		if err != nil {
 			return fmt.Errorf("stop server %s: %w", rec.Name, err)
