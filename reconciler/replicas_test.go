@@ -389,3 +389,33 @@ func TestReadinessProbe(t *testing.T) {
 		}
 	}
 }
+
+// TestStartRequestReadiness: without a declared readinessProbe the start
+// leaves Ready nil, so that actuate checks the port itself (one listener
+// table query for every starting server); a declared probe is run as
+// declared.
+func TestStartRequestReadiness(t *testing.T) {
+	n := 2
+	api := srv("api", spec.RestartAlways)
+	api.Spec.Replicas = &n
+	declared := srv("web", spec.RestartAlways)
+	declared.Spec.Port = 9000
+	declared.Spec.ReadinessProbe = &spec.Probe{TCPSocket: &spec.TCPSocketAction{Port: 7000}}
+	portless := srv("job", spec.RestartAlways)
+	portless.Spec.Port = 0
+	f := &spec.Fleet{Servers: []spec.Server{*api, *declared, *portless}}
+	want := map[string]struct {
+		port  int
+		check bool
+	}{"api-0": {8080, false}, "api-1": {8081, false}, "web": {9000, true}, "job": {0, false}}
+	got := desiredOf(f, false)
+	if len(got) != len(want) {
+		t.Fatalf("desiredOf gave %d instances, want %d", len(got), len(want))
+	}
+	for name, d := range got {
+		req := startRequest(d)
+		if w := want[name]; req.Port != w.port || (req.Ready != nil) != w.check {
+			t.Errorf("startRequest(%s): port %d, check %t; want port %d, check %t", name, req.Port, req.Ready != nil, w.port, w.check)
+		}
+	}
+}

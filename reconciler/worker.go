@@ -877,8 +877,12 @@ func startRequest(d Desired) actuate.StartRequest {
 	if in := d.Instance; in != nil {
 		req.Name, req.Argv, req.Env, req.Dir = in.Name, in.Argv(), in.EnvList(), in.WorkingDir
 	}
-	req.Ready = readinessCheck(d)
+	// Without a declared readinessProbe, Ready stays nil: actuate's own
+	// check that the port accepts TCP (on Linux one listener-table query a
+	// tick for every starting server, not a connect per server every
+	// startupReadyPeriod), or with no port, running is ready.
 	if p := srv.Spec.ReadinessProbe; p != nil {
+		req.Ready = readinessCheck(d)
 		req.ReadyPeriod = min(p.Period(), 100*time.Millisecond)
 	}
 	return req
@@ -927,7 +931,7 @@ func (r *Reconciler) start(ctx context.Context, s *server, d Desired, a Action) 
 		defer cancel()
 		err := r.act.WaitReady(wctx, req, running)
 		since := r.clock.Now() // the readiness check passed
-		if req.Ready == nil {
+		if req.Ready == nil && req.Port <= 0 {
 			since = spawned // "running": ready from the spawn
 		}
 		r.post(s.name, post{kind: postStarted, gen: gen, running: running, err: err, abandoned: err != nil && wctx.Err() != nil,
