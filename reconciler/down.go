@@ -108,6 +108,8 @@ func (r *Reconciler) Down(ctx context.Context, names []string) (Status, error) {
 	// set up, as downTargets does.
 	var listed chan recordList
 	if len(names) == 0 {
+		// The stops take the records it reads, where unchanged.
+		r.recScan.keep = true
 		listed = make(chan recordList, 1)
 		go func() {
 			var l recordList
@@ -182,8 +184,8 @@ func (r *Reconciler) downTargets(names []string) ([]string, error) {
 
 // recordedTargets is every server of a records' read (recordNames) that
 // has a record, or had an untrusted one, and every server quarantined, in
-// order. Each record is read once to list it (the stop reads it again, as
-// it must).
+// order. Each record is read once to list it; the stop reads it again
+// unless its file is unchanged since (recordScan.take).
 func (r *Reconciler) recordedTargets(recorded []string, errs []error) []string {
 	set := map[string]bool{}
 	r.addListed(set, recorded, errs)

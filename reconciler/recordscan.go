@@ -24,6 +24,16 @@ import (
 type recordScan struct {
 	mu      sync.Mutex
 	trusted map[string]fileKey // name -> key of its last trusted read
+	// keep: names keeps each record it reads in kept, for take (a
+	// standalone down, which reads each record again to stop it).
+	keep bool
+	kept map[string]keptRecord
+}
+
+// keptRecord is a record as names read it, with the key taken before.
+type keptRecord struct {
+	key fileKey
+	rec actuate.Record
 }
 
 // fileKey identifies one content and one set of attributes of a file.
@@ -65,7 +75,8 @@ func (rs *recordScan) names(sd *actuate.StateDir) (names []string, errs []error)
 			continue
 		}
 		delete(rs.trusted, name)
-		if _, err := sd.ReadRecord(name); err != nil {
+		rec, err := sd.ReadRecord(name)
+		if err != nil {
 			var ue *actuate.UntrustedRecordError
 			var ne *actuate.NewerRecordError
 			var fe *actuate.ForeignRecordError
@@ -92,6 +103,12 @@ func (rs *recordScan) names(sd *actuate.StateDir) (names []string, errs []error)
 				rs.trusted = map[string]fileKey{}
 			}
 			rs.trusted[name] = key
+			if rs.keep {
+				if rs.kept == nil {
+					rs.kept = map[string]keptRecord{}
+				}
+				rs.kept[name] = keptRecord{key: key, rec: rec}
+			}
 		}
 	}
 	for name := range rs.trusted {
@@ -100,6 +117,36 @@ func (rs *recordScan) names(sd *actuate.StateDir) (names []string, errs []error)
 		}
 	}
 	return names, errs
+}
+
+// take returns, once, the record of name that names kept (keep), if its
+// file still has the key it had before that read: the same content, owner
+// and mode, so the same verdict, and a second read and parse is saved.
+// false when none was kept or the file has changed: the caller reads it.
+func (rs *recordScan) take(sd *actuate.StateDir, name string) (actuate.Record, bool) {
+	rs.mu.Lock()
+	k, found := rs.kept[name]
+	delete(rs.kept, name)
+	rs.mu.Unlock()
+	if !found {
+		return actuate.Record{}, false
+	}
+	key, ok, err := statPath(sd.RecordPath(name))
+	if err != nil || !ok || key != k.key {
+		return actuate.Record{}, false
+	}
+	return k.rec, true
+}
+
+// readRecord reads the record of server name, or takes the one a down's
+// listing read when its file is unchanged since (recordScan.take).
+func (r *Reconciler) readRecord(name string) (actuate.Record, error) {
+	if sd, ok := r.records.(*actuate.StateDir); ok {
+		if rec, ok := r.recScan.take(sd, name); ok {
+			return rec, nil
+		}
+	}
+	return r.records.ReadRecord(name)
 }
 
 // learn keys the record of name that up itself has just written (its own

@@ -165,3 +165,79 @@ func TestRecordScanLearnsOwnWrites(t *testing.T) {
 		t.Errorf("a key kept for a record that is gone")
 	}
 }
+
+// TestRecordScanTake: a down's listing keeps the records it read, and a
+// stop takes each once, only while its file is unchanged (a record written
+// again, or chmod-ed, is read again by the stop, as before).
+func TestRecordScanTake(t *testing.T) {
+	sd, err := actuate.OpenStateDir(filepath.Join(t.TempDir(), ".procfleet"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []string{"api", "web", "worker"} {
+		if err := sd.WriteRecord(ownRecord(t, n, os.Getpid(), 8080, "sha256:x")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var plain recordScan
+	plain.names(sd)
+	if _, ok := plain.take(sd, "api"); ok {
+		t.Error("a scan without keep kept a record")
+	}
+
+	rs := recordScan{keep: true}
+	if names, errs := rs.names(sd); len(names) != 3 || len(errs) != 0 {
+		t.Fatalf("names %v, errors %v", names, errs)
+	}
+	rec, ok := rs.take(sd, "api")
+	if !ok || rec.Name != "api" || rec.PID != os.Getpid() || rec.Port != 8080 {
+		t.Errorf("take(api) = %+v, %v; want the record written", rec, ok)
+	}
+	if _, ok := rs.take(sd, "api"); ok {
+		t.Error("a record was taken twice")
+	}
+	// Written again (another size, change time and, today, inode), and
+	// chmod-ed.
+	if err := sd.WriteRecord(ownRecord(t, "web", os.Getpid(), 18081, "sha256:y")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(sd.RecordPath("worker"), 0o640); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []string{"web", "worker"} {
+		if rec, ok := rs.take(sd, n); ok {
+			t.Errorf("take(%s) = %+v after its file changed", n, rec)
+		}
+	}
+}
+
+// BenchmarkStopRecordRead compares what a down's stop pays for a record
+// its listing read: a read (open, trust checks, parse) against a take
+// (one lstat).
+func BenchmarkStopRecordRead(b *testing.B) {
+	sd, err := actuate.OpenStateDir(filepath.Join(b.TempDir(), ".procfleet"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := sd.WriteRecord(ownRecord(b, "api", os.Getpid(), 8080, "sha256:x")); err != nil {
+		b.Fatal(err)
+	}
+	b.Run("read", func(b *testing.B) {
+		for b.Loop() {
+			if _, err := sd.ReadRecord("api"); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("take", func(b *testing.B) {
+		for b.Loop() {
+			b.StopTimer()
+			rs := recordScan{keep: true}
+			rs.names(sd)
+			b.StartTimer()
+			if _, ok := rs.take(sd, "api"); !ok {
+				b.Fatal("not taken")
+			}
+		}
+	})
+}

@@ -358,7 +358,7 @@ func (r *Reconciler) observeRecord(ctx context.Context, s *server, d Desired, ob
 	var rec actuate.Record
 	err := error(fs.ErrNotExist) // an exited process's: it names nothing
 	if !s.deadRecord {
-		rec, err = r.records.ReadRecord(s.name)
+		rec, err = r.readRecord(s.name)
 	}
 	if err != nil && !isNotExist(err) && !isRecordVerdict(err) {
 		return fmt.Errorf("observe server %s: %w", s.name, err)
