@@ -69,7 +69,7 @@ func (h *Handle) Cgroup() (string, error) {
 // CgroupProcs lists the processes in the cgroup whose folder is dir
 // (cgroup.procs; zombies are not in it).
 func CgroupProcs(dir string) ([]int, error) {
-	b, err := os.ReadFile(filepath.Join(dir, "cgroup.procs"))
+	b, err := readSmall(filepath.Join(dir, "cgroup.procs"), make([]byte, 0, 512))
 	if err != nil {
 		return nil, fmt.Errorf("list cgroup %s: %w", dir, err)
 	}
@@ -84,7 +84,7 @@ func CgroupProcs(dir string) ([]int, error) {
 // dir or below it ("populated" of cgroup.events). A missing cgroup is an
 // error wrapping fs.ErrNotExist.
 func CgroupPopulated(dir string) (bool, error) {
-	b, err := os.ReadFile(filepath.Join(dir, "cgroup.events"))
+	b, err := readSmall(filepath.Join(dir, "cgroup.events"), make([]byte, 0, 64))
 	if err != nil {
 		return false, fmt.Errorf("read cgroup %s: %w", dir, err)
 	}
@@ -99,7 +99,7 @@ func CgroupPopulated(dir string) (bool, error) {
 // out-of-memory killer has killed ("oom_kill" of memory.events). false when
 // the memory controller is not enabled for the cgroup (no memory.events).
 func CgroupOOMKills(dir string) (uint64, bool) {
-	b, err := os.ReadFile(filepath.Join(dir, "memory.events"))
+	b, err := readSmall(filepath.Join(dir, "memory.events"), make([]byte, 0, 256))
 	if err != nil {
 		return 0, false
 	}

@@ -22,7 +22,7 @@ import (
 // (as /proc/PID/cgroup names it), its folder, and an open descriptor on it
 // for SysProcAttr.CgroupFD. Cleanup kills what is left in it (cgroup.kill)
 // and removes it. Skipped where cgroups v2 cannot be created here.
-func testCgroup(t *testing.T) (cgpath, dir string, fd int) {
+func testCgroup(t testing.TB) (cgpath, dir string, fd int) {
 	t.Helper()
 	cg, err := FindCgroup2()
 	if err != nil {
@@ -240,4 +240,24 @@ func TestKernelOOMKillFound(t *testing.T) {
 	if _, found := KernelOOMKill(cmd.Process.Pid+1, id.StartTime); found {
 		t.Error("KernelOOMKill matched another pid")
 	}
+}
+
+// BenchmarkCgroupReads: what a stop pays to list a server's cgroup and to
+// ask whether it is populated (an empty cgroup here).
+func BenchmarkCgroupReads(b *testing.B) {
+	_, dir, _ := testCgroup(b)
+	b.Run("procs", func(b *testing.B) {
+		for b.Loop() {
+			if _, err := CgroupProcs(dir); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("populated", func(b *testing.B) {
+		for b.Loop() {
+			if _, err := CgroupPopulated(dir); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
 }
