@@ -9,6 +9,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -18,7 +19,8 @@ import (
 // Lock takes the state folder's lock: flock(LOCK_EX|LOCK_NB) on the lock
 // file, then writes this process's pid into it, and removes the folder's
 // empty server cgroups (left by servers that ended unwatched) and the
-// intent records an earlier holder prepared and never used (PrepareNext).
+// intent records an earlier holder prepared and never used (PrepareNext),
+// and record temp files older than a minute (sweepTemps).
 // When another process (or
 // another open of the lock file in this one) holds it, Lock fails at once
 // with *LockedError naming the holder's pid. release unlocks and closes;
@@ -42,6 +44,7 @@ func (d *StateDir) Lock() (release func() error, err error) {
 	}
 	d.sweepCgroups()
 	d.sweepPrepared()
+	d.sweepTemps(time.Now())
 	released := false
 	return func() error {
 		if released {

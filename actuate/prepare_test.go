@@ -190,7 +190,7 @@ func TestLockSweepsPrepared(t *testing.T) {
 	a, _ := newActuator(t)
 	a.PrepareNext(StartRequest{Name: "api", Port: 1, SpecHash: "h"})
 	_ = preparedToken(a, "api")
-	plain, err := writeTemp(filepath.Join(a.Dir.Path, serversDir), "db.json", []byte("{}"))
+	plain, err := a.Dir.writeTemp("db.json", tempInfix, []byte("{}"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,11 +7,14 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"time"
 )
 
@@ -144,8 +147,7 @@ func (d *StateDir) writeRecord(r Record, syncFolder bool) error {
 	if err != nil {
 		return err
 	}
-	dir := filepath.Join(d.Path, serversDir)
-	if err := writeFileAtomic(dir, r.Name+recordExt, data, syncFolder); err != nil {
+	if err := d.writeFileAtomic(r.Name+recordExt, data, syncFolder); err != nil {
 		return fmt.Errorf("write record of server %s: %w", r.Name, err)
 	}
 	return nil
@@ -171,54 +173,50 @@ func (d *StateDir) recordData(r Record) ([]byte, error) {
 	return append(data, '\n'), nil
 }
 
-// writeFileAtomic writes dir/name through a temp file in dir, synced before
-// it is renamed over dir/name; syncFolder then syncs dir.
-func writeFileAtomic(dir, name string, data []byte, syncFolder bool) error {
-	tmp, err := writeTemp(dir, name, data)
+// writeFileAtomic writes servers/name through a temp file, synced before
+// it is renamed over servers/name; syncFolder then syncs servers/.
+func (d *StateDir) writeFileAtomic(name string, data []byte, syncFolder bool) error {
+	tmp, err := d.writeTemp(name, tempInfix, data)
 	if err != nil {
 		return err
 	}
-	if err := os.Rename(tmp, filepath.Join(dir, name)); err != nil {
+	if err := d.renameOver(tmp, name); err != nil {
 		_ = os.Remove(tmp)
 		return err
 	}
 	if !syncFolder {
 		return nil
 	}
-	return syncDir(dir)
+	return syncDir(filepath.Join(d.Path, serversDir))
 }
 
-// writeTemp writes data to a new temp file for dir/name (mode 0600) and
-// syncs it; nothing is left behind when it fails.
-func writeTemp(dir, name string, data []byte) (string, error) {
-	return writeTempAs(dir, name, tempInfix, data)
+// renameOver renames tmp over servers/name, keeping the inode it replaces
+// as a spare.
+func (d *StateDir) renameOver(tmp, name string) error {
+	path := filepath.Join(d.Path, serversDir, name)
+	spare := d.keepReplaced(path)
+	err := os.Rename(tmp, path)
+	d.replaced(spare, err == nil)
+	return err
 }
 
-// writeTempAs is writeTemp with a temp file named "."+name+infix+random.
-func writeTempAs(dir, name, infix string, data []byte) (_ string, err error) {
-	f, err := os.CreateTemp(dir, "."+name+infix+"*")
+// writeTemp writes data to a temp file in servers/ for name (mode 0600),
+// named "."+name+infix+random, and syncs it; nothing is left behind when
+// it fails. The file is a spare when there is one (see spareDir).
+func (d *StateDir) writeTemp(name, infix string, data []byte) (_ string, err error) {
+	dir := filepath.Join(d.Path, serversDir)
+	tmp := filepath.Join(dir, "."+name+infix+strconv.FormatUint(rand.Uint64(), 36))
+	if ok, err := d.writeSpare(tmp, data); ok || err != nil {
+		if err != nil {
+			return "", err
+		}
+		return tmp, nil
+	}
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, recordMode)
 	if err != nil {
 		return "", err
 	}
-	tmp := f.Name()
-	defer func() {
-		if err != nil {
-			_ = os.Remove(tmp)
-		}
-	}()
-	if err := f.Chmod(recordMode); err != nil {
-		_ = f.Close()
-		return "", err
-	}
-	if _, err := f.Write(data); err != nil {
-		_ = f.Close()
-		return "", err
-	}
-	if err := f.Sync(); err != nil {
-		_ = f.Close()
-		return "", err
-	}
-	if err := f.Close(); err != nil {
+	if err := writeSynced(f, tmp, data); err != nil {
 		return "", err
 	}
 	return tmp, nil
@@ -229,11 +227,12 @@ func writeTempAs(dir, name, infix string, data []byte) (_ string, err error) {
 // makes the cgroup (stageIntent); commit renames it into place as
 // writeIntent would, discard removes it.
 type stagedIntent struct {
-	dir, name, infix string
-	data             []byte
-	done             chan struct{} // closed once tmp and err are set
-	tmp              string
-	err              error
+	d           *StateDir
+	name, infix string
+	data        []byte
+	done        chan struct{} // closed once tmp and err are set
+	tmp         string
+	err         error
 }
 
 // stageIntent starts writing the intent record r (see writeIntent).
@@ -246,7 +245,7 @@ func (d *StateDir) stageIntent(r Record) *stagedIntent {
 // newStaged is an intent record r to be written (write) to a temp file
 // named with infix.
 func (d *StateDir) newStaged(r Record, infix string) *stagedIntent {
-	s := &stagedIntent{dir: filepath.Join(d.Path, serversDir), name: r.Name + recordExt, infix: infix, done: make(chan struct{})}
+	s := &stagedIntent{d: d, name: r.Name + recordExt, infix: infix, done: make(chan struct{})}
 	s.data, s.err = d.recordData(r)
 	return s
 }
@@ -255,7 +254,7 @@ func (d *StateDir) newStaged(r Record, infix string) *stagedIntent {
 func (s *stagedIntent) write() {
 	defer close(s.done)
 	if s.err == nil {
-		s.tmp, s.err = writeTempAs(s.dir, s.name, s.infix, s.data)
+		s.tmp, s.err = s.d.writeTemp(s.name, s.infix, s.data)
 	}
 }
 
@@ -274,7 +273,7 @@ func (s *stagedIntent) commit() error {
 	if s.err != nil {
 		return fmt.Errorf("write record of server %s: %w", strings.TrimSuffix(s.name, recordExt), s.err)
 	}
-	if err := os.Rename(s.tmp, filepath.Join(s.dir, s.name)); err != nil {
+	if err := s.d.renameOver(s.tmp, s.name); err != nil {
 		_ = os.Remove(s.tmp)
 		return fmt.Errorf("write record of server %s: %w", strings.TrimSuffix(s.name, recordExt), err)
 	}
@@ -285,7 +284,7 @@ func (s *stagedIntent) commit() error {
 func (s *stagedIntent) discard() {
 	<-s.done
 	if s.err == nil {
-		_ = os.Remove(s.tmp)
+		_ = s.d.retire(s.tmp)
 	}
 }
 
@@ -576,7 +575,7 @@ func (d *StateDir) RemoveRecord(name string) error {
 	if err := checkName(name); err != nil {
 		return fmt.Errorf("remove record: %w", err)
 	}
-	if err := os.Remove(d.RecordPath(name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+	if err := d.retire(d.RecordPath(name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("remove record of server %s: %w", name, err)
 	}
 	return nil

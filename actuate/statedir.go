@@ -43,12 +43,15 @@ type StateDir struct {
 	// often gets the freed inode back): Check compares the path with it.
 	// The garbage collector closes it with the StateDir.
 	held *os.File
+	// spares are the record inodes kept for reuse (see spareDir).
+	spares sparePool
 }
 
 // OpenStateDir creates the state folder if needed (mode 0700, with servers/,
-// logs/ and a .gitignore containing "*"), refuses it when it, or one of its
-// sub-folders, is owned by another user or writable by group or others, and
-// removes temp files left behind by an interrupted record write.
+// servers/.spare/, logs/ and a .gitignore containing "*"), and refuses it
+// when it, or one of its sub-folders, is owned by another user or writable
+// by group or others. Lock removes the temp files an interrupted record
+// write left behind.
 func OpenStateDir(path string) (*StateDir, error) {
 	if path == "" {
 		return nil, errors.New("open state folder: empty path")
@@ -72,6 +75,9 @@ func OpenStateDir(path string) (*StateDir, error) {
 			return nil, err
 		}
 	}
+	if err := os.Mkdir(filepath.Join(abs, serversDir, spareDir), dirMode); err != nil && !errors.Is(err, fs.ErrExist) {
+		return nil, fmt.Errorf("open state folder %s: %w", abs, err)
+	}
 	gi := filepath.Join(abs, gitignoreFile)
 	if _, err := os.Lstat(gi); errors.Is(err, fs.ErrNotExist) {
 		if err := os.WriteFile(gi, []byte("*\n"), 0o600); err != nil {
@@ -82,7 +88,6 @@ func OpenStateDir(path string) (*StateDir, error) {
 	if err := d.hold(); err != nil {
 		return nil, fmt.Errorf("open state folder %s: %w", abs, err)
 	}
-	d.sweepTemps(time.Now())
 	return d, nil
 }
 
@@ -230,7 +235,8 @@ func checkDirTrust(path string) error {
 
 // sweepTemps removes record temp files older than staleTempAge: they were
 // left by a writer that died between create and rename. Younger ones may
-// belong to a writer that is still running.
+// belong to a writer of this process. Only the lock holder sweeps: a temp
+// file taken from the spares keeps the spare's age until it is written.
 func (d *StateDir) sweepTemps(now time.Time) {
 	entries, err := os.ReadDir(filepath.Join(d.Path, serversDir))
 	if err != nil {

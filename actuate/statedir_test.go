@@ -5,6 +5,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -27,7 +28,7 @@ func newStateDir(t *testing.T) *StateDir {
 
 func TestOpenStateDirCreatesLayout(t *testing.T) {
 	d := newStateDir(t)
-	for _, p := range []string{d.Path, filepath.Join(d.Path, "servers"), filepath.Join(d.Path, "logs")} {
+	for _, p := range []string{d.Path, filepath.Join(d.Path, "servers"), filepath.Join(d.Path, "servers", ".spare"), filepath.Join(d.Path, "logs")} {
 		fi, err := os.Stat(p)
 		if err != nil {
 			t.Fatal(err)
@@ -202,7 +203,7 @@ func symlinkTo(data string) func(t *testing.T, p string) {
 	}
 }
 
-func TestOpenStateDirSweepsStaleTemps(t *testing.T) {
+func TestLockSweepsStaleTemps(t *testing.T) {
 	d := newStateDir(t)
 	old := filepath.Join(d.Path, "servers", ".api.json.tmp-123")
 	young := filepath.Join(d.Path, "servers", ".web.json.tmp-456")
@@ -215,11 +216,19 @@ func TestOpenStateDirSweepsStaleTemps(t *testing.T) {
 	if err := os.Chtimes(old, past, past); err != nil {
 		t.Fatal(err)
 	}
-	if d2, err := OpenStateDir(d.Path); err != nil {
+	d2, err := OpenStateDir(d.Path)
+	if err != nil {
 		t.Fatal(err)
-	} else {
-		_ = d2.Close()
 	}
+	defer d2.Close()
+	if _, err := os.Stat(old); err != nil {
+		t.Fatalf("OpenStateDir removed a temp file without the lock: %v", err)
+	}
+	release, err := d2.Lock()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer release()
 	if _, err := os.Stat(old); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("stale temp file still there: %v", err)
 	}
@@ -289,18 +298,17 @@ func TestRecordRoundTrip(t *testing.T) {
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("ReadRecord mismatch (-want +got):\n%s", diff)
 	}
-	// Overwrite: still one record, no temp files left.
+	// Overwrite: still one record, no temp files left, the replaced
+	// file kept as the one spare.
 	want.PID, want.PGID = 99, 99
 	if err := d.WriteRecord(want); err != nil {
 		t.Fatal(err)
 	}
-	entries, _ := os.ReadDir(filepath.Join(d.Path, "servers"))
-	if len(entries) != 1 || entries[0].Name() != "api.json" {
-		var names []string
-		for _, e := range entries {
-			names = append(names, e.Name())
-		}
-		t.Errorf("servers/ holds %v, want [api.json]", names)
+	if got := dirNames(t, filepath.Join(d.Path, "servers")); !slices.Equal(got, []string{".spare", "api.json"}) {
+		t.Errorf("servers/ holds %v, want [.spare api.json]", got)
+	}
+	if got := dirNames(t, d.spareDirPath()); len(got) != 1 {
+		t.Errorf("servers/.spare holds %v, want one spare", got)
 	}
 	recs, errs := d.Records()
 	if len(errs) != 0 || len(recs) != 1 || recs[0].PID != 99 {

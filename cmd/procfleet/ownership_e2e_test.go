@@ -187,7 +187,7 @@ func TestChangedProcessesAreStopped(t *testing.T) {
 	}
 	f.gone("exec after down", ex)
 	f.gone("retitled after down", re)
-	if entries, _ := os.ReadDir(filepath.Join(f.state, "servers")); len(entries) != 0 {
+	if entries := recordsLeft(f.state); len(entries) != 0 {
 		t.Errorf("records left after down: %v", entries)
 	}
 	for name, port := range f.ports {

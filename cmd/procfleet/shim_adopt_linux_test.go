@@ -163,7 +163,7 @@ func TestShimAndRetitledAdoptedEditedDowned(t *testing.T) {
 	if left := fleetProcesses(f.dir); len(left) > 0 {
 		t.Errorf("left running after down: %v", left)
 	}
-	if entries, _ := os.ReadDir(filepath.Join(f.state, "servers")); len(entries) != 0 {
+	if entries := recordsLeft(f.state); len(entries) != 0 {
 		t.Errorf("records left after down: %v", entries)
 	}
 	for name, port := range f.ports {
