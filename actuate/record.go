@@ -193,7 +193,11 @@ func (d *StateDir) writeFileAtomic(name string, data []byte, syncFolder bool) er
 // renameOver renames tmp over servers/name, keeping the inode it replaces
 // as a spare.
 func (d *StateDir) renameOver(tmp, name string) error {
-	path := filepath.Join(d.Path, serversDir, name)
+	return d.renameOverPath(tmp, filepath.Join(d.Path, serversDir, name))
+}
+
+// renameOverPath is renameOver for any path of the state folder.
+func (d *StateDir) renameOverPath(tmp, path string) error {
 	spare := d.keepReplaced(path)
 	err := os.Rename(tmp, path)
 	d.replaced(spare, err == nil)
@@ -203,10 +207,15 @@ func (d *StateDir) renameOver(tmp, name string) error {
 // writeTemp writes data to a temp file in servers/ for name (mode 0600),
 // named "."+name+infix+random, and syncs it; nothing is left behind when
 // it fails. The file is a spare when there is one (see spareDir).
-func (d *StateDir) writeTemp(name, infix string, data []byte) (_ string, err error) {
-	dir := filepath.Join(d.Path, serversDir)
+func (d *StateDir) writeTemp(name, infix string, data []byte) (string, error) {
+	return d.writeTempIn(filepath.Join(d.Path, serversDir), name, infix, data, true)
+}
+
+// writeTempIn is writeTemp in the folder dir of the state folder; sync
+// false leaves the data unsynced.
+func (d *StateDir) writeTempIn(dir, name, infix string, data []byte, sync bool) (string, error) {
 	tmp := filepath.Join(dir, "."+name+infix+strconv.FormatUint(rand.Uint64(), 36))
-	if ok, err := d.writeSpare(tmp, data); ok || err != nil {
+	if ok, err := d.writeSpare(tmp, data, sync); ok || err != nil {
 		if err != nil {
 			return "", err
 		}
@@ -216,10 +225,41 @@ func (d *StateDir) writeTemp(name, infix string, data []byte) (_ string, err err
 	if err != nil {
 		return "", err
 	}
-	if err := writeSynced(f, tmp, data); err != nil {
+	if err := writeSynced(f, tmp, data, sync); err != nil {
 		return "", err
 	}
 	return tmp, nil
+}
+
+// WriteFile replaces the file at path, in a folder of the state folder,
+// with data (mode 0600): a temp file beside it, a spare when there is one,
+// renamed over it, so a reader sees the old file or the new one. durable
+// syncs the data before the rename and the folder after it.
+func (d *StateDir) WriteFile(path string, data []byte, durable bool) error {
+	dir, name := filepath.Split(path)
+	tmp, err := d.writeTempIn(dir, name, tempInfix, data, durable)
+	if err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if err := d.renameOverPath(tmp, path); err != nil {
+		_ = os.Remove(tmp)
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if durable {
+		if err := syncDir(dir); err != nil {
+			return fmt.Errorf("write %s: sync folder: %w", path, err)
+		}
+	}
+	return nil
+}
+
+// RemoveFile removes the file at path, in a folder of the state folder,
+// keeping it as a spare; a missing file is not an error.
+func (d *StateDir) RemoveFile(path string) error {
+	if err := d.retire(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("remove %s: %w", path, err)
+	}
+	return nil
 }
 
 // stagedIntent is an intent record whose temp file is being written and

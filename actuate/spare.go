@@ -85,11 +85,12 @@ func (d *StateDir) giveSpare(name string) {
 	}
 }
 
-// writeSpare writes data to a spare, renamed first to tmp, and syncs it.
+// writeSpare writes data to a spare, renamed first to tmp (in any folder of
+// the state folder), and syncs it when sync is set.
 // It returns false when no spare could be used (none left, or each one
 // tried was gone or not a plain file of one link); the caller then creates
 // a temp file as before.
-func (d *StateDir) writeSpare(tmp string, data []byte) (bool, error) {
+func (d *StateDir) writeSpare(tmp string, data []byte, sync bool) (bool, error) {
 	for {
 		name, ok := d.takeSpare()
 		if !ok {
@@ -111,13 +112,13 @@ func (d *StateDir) writeSpare(tmp string, data []byte) (bool, error) {
 			_ = os.Remove(tmp)
 			continue
 		}
-		return true, writeSynced(f, tmp, data)
+		return true, writeSynced(f, tmp, data, sync)
 	}
 }
 
-// writeSynced makes f hold exactly data, mode 0600, synced, and closes it;
-// on error it removes path (f's name).
-func writeSynced(f *os.File, path string, data []byte) error {
+// writeSynced makes f hold exactly data, mode 0600, synced when sync is
+// set, and closes it; on error it removes path (f's name).
+func writeSynced(f *os.File, path string, data []byte, sync bool) error {
 	err := f.Chmod(recordMode)
 	if err == nil {
 		_, err = f.WriteAt(data, 0)
@@ -127,7 +128,7 @@ func writeSynced(f *os.File, path string, data []byte) error {
 		// block is given back (nor discarded) and none allocated.
 		err = f.Truncate(int64(len(data)))
 	}
-	if err == nil {
+	if err == nil && sync {
 		err = f.Sync()
 	}
 	if cerr := f.Close(); err == nil {

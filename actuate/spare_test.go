@@ -167,3 +167,43 @@ func TestSpareThatIsARecordIsNotWritten(t *testing.T) {
 		t.Errorf("record api has %d links, want 1 (the spare name dropped)", n)
 	}
 }
+
+// TestWriteFileUsesSpares: WriteFile and RemoveFile, for files of other
+// folders of the state folder (started/), take and give spares as record
+// writes do.
+func TestWriteFileUsesSpares(t *testing.T) {
+	d := newStateDir(t)
+	dir := filepath.Join(d.Path, "started")
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "api.json")
+	for i, durable := range []bool{false, true} {
+		data := []byte(strings.Repeat("x", 100-i*50) + "\n")
+		if err := d.WriteFile(path, data, durable); err != nil {
+			t.Fatal(err)
+		}
+		if got, err := os.ReadFile(path); err != nil || string(got) != string(data) {
+			t.Fatalf("WriteFile #%d: read %q, %v; want %q", i, got, err, data)
+		}
+	}
+	ino := inodeOf(t, path)
+	if err := d.RemoveFile(path); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.RemoveFile(path); err != nil {
+		t.Errorf("RemoveFile of a missing file: %v", err)
+	}
+	if n := len(dirNames(t, d.spareDirPath())); n != 2 {
+		t.Errorf("%d spares after a replace and a remove, want 2", n)
+	}
+	if err := d.WriteRecord(Record{Version: 2, Name: "api", PID: 3, PGID: 3, StartTime: 9}); err != nil {
+		t.Fatal(err)
+	}
+	if got := inodeOf(t, d.RecordPath("api")); got != ino {
+		t.Errorf("record inode %d, want the removed file's %d", got, ino)
+	}
+	if got := dirNames(t, dir); len(got) != 0 {
+		t.Errorf("started/ holds %v after RemoveFile, want nothing", got)
+	}
+}

@@ -186,7 +186,7 @@ func (r *Reconciler) noteStarted(s *server, d Desired, rec actuate.Record) {
 		err = mkdirState(filepath.Join(dir, startedDir))
 	}
 	if err == nil {
-		err = writeStateFileFast(startedPath(dir, s.name), append(data, '\n'))
+		err = r.cfg.StateDir.WriteFile(startedPath(dir, s.name), append(data, '\n'), false)
 	}
 	if err != nil {
 		r.startedFault.failed(r.log, err, "Cannot write what a server runs with (diff will name fewer fields)", "server", s.name)
@@ -202,7 +202,7 @@ func (r *Reconciler) forgetStarted(s *server) {
 	if r.cfg.StateDir == nil {
 		return
 	}
-	if err := removeStateFile(startedPath(r.cfg.StateDir.Path, s.name)); err != nil {
+	if err := r.cfg.StateDir.RemoveFile(startedPath(r.cfg.StateDir.Path, s.name)); err != nil {
 		r.log.V(1).Info("Cannot remove what a server ran with", "server", s.name, "error", err.Error())
 	}
 }

@@ -50,13 +50,6 @@ func writeStateFile(path string, data []byte) error {
 	return writeState(path, data, true)
 }
 
-// writeStateFileFast is writeStateFile without the syncs: atomic for
-// readers, but a crash of the machine may lose it (files that are a help,
-// never a condition).
-func writeStateFileFast(path string, data []byte) error {
-	return writeState(path, data, false)
-}
-
 func writeState(path string, data []byte, durable bool) error {
 	dir := filepath.Dir(path)
 	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
