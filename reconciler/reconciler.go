@@ -174,6 +174,9 @@ type Reconciler struct {
 	// stopping lists, while a down runs, the servers it stops that have
 	// not stopped yet, with what they depend on: dependents stop first.
 	stopping map[string][]string
+	// stoppingDeps counts the entries of stopping with dependencies
+	// (setStoppingLocked, unstopLocked).
+	stoppingDeps int
 	// passes counts reconcile passes done; begun counts those begun, and
 	// a server's lastPass is the begun number its latest finished pass
 	// drew at its start: lastPass > since (since read from begun) means a
@@ -183,6 +186,7 @@ type Reconciler struct {
 	recScan       recordScan     // lists the records at each resync (its own lock)
 	untrusted     untrustedList  // the quarantines on disk, for first passes (its own lock)
 	heldView      heldView       // desired with the holds applied (desiredLocked)
+	depsSeen      depsSeen       // whether a desired map declares dependencies (anyDependsLocked)
 	fw            *FleetWatcher  // set by Run
 	starts        sync.WaitGroup // readiness waits, probers and exit-status looks in flight
 

@@ -213,7 +213,7 @@ func (r *Reconciler) takeStop(targets []string, persist bool) *Request {
 			declared = append(declared, n)
 			deps = d.Server.Spec.DependsOn
 		}
-		r.stopping[n] = deps
+		r.setStoppingLocked(n, deps)
 		delete(r.requests, n)
 	}
 	r.keepLocked(declared, persist, now)
@@ -226,6 +226,25 @@ func (r *Reconciler) takeStop(targets []string, persist bool) *Request {
 		r.queue.Add(n)
 	}
 	return q
+}
+
+// setStoppingLocked lists n in stopping with what it depends on.
+func (r *Reconciler) setStoppingLocked(n string, deps []string) {
+	r.unstopLocked(n)
+	r.stopping[n] = deps
+	if len(deps) > 0 {
+		r.stoppingDeps++
+	}
+}
+
+// unstopLocked takes n out of stopping.
+func (r *Reconciler) unstopLocked(n string) {
+	if deps, ok := r.stopping[n]; ok {
+		if len(deps) > 0 {
+			r.stoppingDeps--
+		}
+		delete(r.stopping, n)
+	}
 }
 
 // withDependencies is names and everything they depend on, transitively,
@@ -293,7 +312,7 @@ func (r *Reconciler) waitStopped(ctx context.Context, q *Request) (Status, error
 	bad, _, cause := r.waitSettled(ctx, q.Targets, q.since, q.began, settleDown)
 	r.mu.Lock()
 	for _, n := range q.Targets {
-		delete(r.stopping, n)
+		r.unstopLocked(n)
 	}
 	r.mu.Unlock()
 	st := r.Status()

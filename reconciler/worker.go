@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io/fs"
 	"maps"
+	"reflect"
 	"strings"
 	"time"
 
@@ -190,6 +191,11 @@ func (r *Reconciler) observedFor(name string, self Observed, desired map[string]
 	// The plan of a server being stopped reads no others
 	// (stoppingDependents).
 	m := map[string]Observed{name: self}
+	if r.stoppingDeps == 0 && !r.anyDependsLocked(desired) {
+		// No server declares a dependency: none waits for this one (the
+		// loops below would find none, at a look at every server).
+		return m
+	}
 	for n, s := range r.servers {
 		if n == name || s.st.pid == 0 || s.st.phase == PhaseQuarantined {
 			continue
@@ -214,6 +220,29 @@ func (r *Reconciler) observedFor(name string, self Observed, desired map[string]
 		}
 	}
 	return m
+}
+
+// depsSeen remembers whether one desired map declares any dependency.
+type depsSeen struct {
+	of  map[string]Desired // held, so that its address names it alone
+	any bool
+}
+
+// anyDependsLocked reports whether a server of desired declares a
+// dependency, looked at once per desired map (a fleet update, a change of
+// the holds or a request makes another). r.mu is held.
+func (r *Reconciler) anyDependsLocked(desired map[string]Desired) bool {
+	c := &r.depsSeen
+	if c.of == nil || reflect.ValueOf(c.of).UnsafePointer() != reflect.ValueOf(desired).UnsafePointer() {
+		c.of, c.any = desired, false
+		for _, d := range desired {
+			if d.Server != nil && len(d.Server.Spec.DependsOn) > 0 {
+				c.any = true
+				break
+			}
+		}
+	}
+	return c.any
 }
 
 // handlePost applies what a goroutine learned, through a transition.
@@ -1100,7 +1129,7 @@ func (r *Reconciler) stopDone(name string, deps []string) {
 	if r.stopping != nil {
 		if d, ok := r.stopping[name]; ok {
 			deps = append(deps, d...)
-			delete(r.stopping, name)
+			r.unstopLocked(name)
 		}
 	}
 	if d, ok := r.desired[name]; ok && d.replicaOf() != "" {
