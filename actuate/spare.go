@@ -106,8 +106,10 @@ func (d *StateDir) writeSpare(tmp string, data []byte, sync bool) (bool, error) 
 		}
 		// One link only: a spare that is also a record (a link made by
 		// keepReplaced whose rename a crash of the machine lost) is never
-		// written; dropping its spare name leaves the record as it is.
-		if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() || links(fi) != 1 {
+		// written; dropping its spare name leaves the record as it is. A
+		// file of another user (a record that was not trusted) is not
+		// written either.
+		if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() || links(fi) != 1 || !ownFile(fi) {
 			_ = f.Close()
 			_ = os.Remove(tmp)
 			continue
@@ -182,6 +184,12 @@ func (d *StateDir) retire(path string) error {
 		}
 	}
 	return os.Remove(path) // also when path is missing: fs.ErrNotExist
+}
+
+// ownFile reports whether fi belongs to this process's effective user.
+func ownFile(fi fs.FileInfo) bool {
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	return ok && int(st.Uid) == os.Geteuid()
 }
 
 // links is fi's number of hard links (0 when the system does not say).

@@ -207,3 +207,29 @@ func TestWriteFileUsesSpares(t *testing.T) {
 		t.Errorf("started/ holds %v after RemoveFile, want nothing", got)
 	}
 }
+
+// TestSpareOfAnotherUserIsNotWritten: a spare owned by another user (a
+// record that was not trusted, replaced) is dropped, never written.
+func TestSpareOfAnotherUserIsNotWritten(t *testing.T) {
+	d := newStateDir(t)
+	spare := filepath.Join(d.spareDirPath(), "iforeign")
+	if err := os.WriteFile(spare, []byte("{}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(spare, 65534, 65534); err != nil {
+		t.Skipf("cannot give a file to another user here: %v", err)
+	}
+	if err := d.WriteRecord(Record{Version: 2, Name: "api", PID: 3, PGID: 3, StartTime: 9}); err != nil {
+		t.Fatal(err)
+	}
+	fi, err := os.Stat(d.RecordPath("api"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !ownFile(fi) {
+		t.Errorf("record written into another user's file (uid %d)", fi.Sys().(*syscall.Stat_t).Uid)
+	}
+	if got := dirNames(t, d.spareDirPath()); len(got) != 0 {
+		t.Errorf("servers/.spare holds %v, want the foreign spare dropped", got)
+	}
+}
