@@ -195,6 +195,10 @@ type Reconciler struct {
 	// its turn.
 	instances map[string][]string
 	rolling   map[string]bool
+	// dependents is desired by dependency: the instances whose server
+	// depends on each server; nil after desired changed, built at its
+	// first use (enqueueDependents), guarded by mu.
+	dependents map[string][]string
 
 	// desiredGen counts the fleets installed (setDesired) and resyncs the
 	// periodic resyncs done, guarded by mu; quietBuf is the resync's
@@ -410,6 +414,7 @@ func (r *Reconciler) setDesired(f *spec.Fleet, errs spec.ErrorList) {
 	d, insts := desiredOf(f, r.cfg.OneShot), instanceNamesOf(f)
 	r.mu.Lock()
 	r.fleet, r.desired, r.instances, r.errs = f, d, insts, errs
+	r.dependents = nil
 	r.desiredGen++
 	r.mu.Unlock()
 	r.kickStatus()
@@ -642,21 +647,31 @@ func (r *Reconciler) enqueueDependents(name string) {
 	if d, ok := r.desired[name]; ok && d.Server != nil {
 		server = d.serverName()
 	}
-	deps := r.rollingWaitersLocked(server)
-	for n, d := range r.desired {
-		if d.Server == nil {
-			continue
-		}
-		for _, dep := range d.Server.Spec.DependsOn {
-			if dep == server {
-				deps = append(deps, n)
-			}
-		}
+	if r.dependents == nil {
+		r.dependents = dependentsOf(r.desired)
 	}
+	deps := append(r.rollingWaitersLocked(server), r.dependents[server]...)
 	r.mu.Unlock()
 	for _, n := range deps {
 		r.queue.Add(n)
 	}
+}
+
+// dependentsOf indexes desired by dependency: for each server named in a
+// dependsOn, the instances that depend on it. Each Ready looks its
+// dependents up there: a scan of desired at each of them was, in a cold
+// start of 1,000 servers, a million map steps under mu.
+func dependentsOf(desired map[string]Desired) map[string][]string {
+	m := make(map[string][]string)
+	for n, d := range desired {
+		if d.Server == nil {
+			continue
+		}
+		for _, dep := range d.Server.Spec.DependsOn {
+			m[dep] = append(m[dep], n)
+		}
+	}
+	return m
 }
 
 // setup prepares the queue and the exit watcher, and carries over the

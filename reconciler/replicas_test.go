@@ -2,10 +2,12 @@ package reconciler
 
 import (
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr/testr"
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/procfleet/procfleet/spec"
@@ -417,5 +419,41 @@ func TestStartRequestReadiness(t *testing.T) {
 		if w := want[name]; req.Port != w.port || (req.Ready != nil) != w.check {
 			t.Errorf("startRequest(%s): port %d, check %t; want port %d, check %t", name, req.Port, req.Ready != nil, w.port, w.check)
 		}
+	}
+}
+
+// TestEnqueueDependents: a Ready marks dirty the instances of every server
+// that depends on its server, as the fleet in force declares them (the
+// index of dependents is rebuilt after each new fleet).
+func TestEnqueueDependents(t *testing.T) {
+	r, err := New(Config{StateDir: benchStateDir(t), Log: testr.New(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.queue = newQueue(nil)
+	n := 2
+	db := srv("db", spec.RestartAlways)
+	api := srv("api", spec.RestartAlways, "db")
+	api.Spec.Replicas = &n
+	web := srv("web", spec.RestartAlways, "api", "db")
+	r.setDesired(&spec.Fleet{Servers: []spec.Server{*db, *api, *web}}, nil)
+	for _, c := range []struct {
+		ready string
+		want  []string
+	}{{"db", []string{"api-0", "api-1", "web"}}, {"api-1", []string{"web"}}, {"web", nil}} {
+		r.enqueueDependents(c.ready)
+		got := drain(r.queue)
+		slices.Sort(got)
+		if !slices.Equal(got, c.want) {
+			t.Errorf("after %s Ready: dirty %v, want %v", c.ready, got, c.want)
+		}
+	}
+	web.Spec.DependsOn = nil
+	r.setDesiredChanged(&spec.Fleet{Servers: []spec.Server{*db, *api, *web}}, nil, []string{"web"})
+	r.enqueueDependents("db")
+	got := drain(r.queue)
+	slices.Sort(got)
+	if !slices.Equal(got, []string{"api-0", "api-1"}) {
+		t.Errorf("after db Ready in the new fleet: dirty %v, want [api-0 api-1]", got)
 	}
 }

@@ -58,6 +58,7 @@ func (r *Reconciler) setDesiredChanged(f *spec.Fleet, errs spec.ErrorList, chang
 	old, oldInsts := r.desired, r.instances
 	d, insts := desiredUpdated(old, oldInsts, f, changed, r.cfg.OneShot)
 	r.fleet, r.desired, r.instances, r.errs = f, d, insts, errs
+	r.dependents = nil
 	touched := touchedBy(changed, old, d, slices.Collect(maps.Keys(r.servers)))
 	r.mu.Unlock()
 	r.kickStatus()
