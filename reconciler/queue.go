@@ -46,6 +46,7 @@ func newQueue(clk clock.WithTicker) *queue {
 		clock:      clk,
 		dirty:      map[string]struct{}{},
 		processing: map[string]struct{}{},
+		urgent:     map[string]struct{}{},
 		delayed:    map[string]*delayedKey{},
 		failures:   map[string]int{},
 		wake:       make(chan struct{}, 1),

@@ -243,6 +243,43 @@ func TestQueueFirstAddedFirstOut(t *testing.T) {
 	}
 }
 
+// TestQueueAddFirst: names added by AddFirst go before those added by Add,
+// each line first added first out; a name already waiting keeps its place;
+// a held name marked by AddFirst goes first at its Done.
+func TestQueueAddFirst(t *testing.T) {
+	q := newQueue(nil)
+	q.Add("a")
+	q.Add("b")
+	q.AddFirst("x")
+	q.AddFirst("y")
+	q.AddFirst("a")
+	q.AddFirst("x")
+	if got := drain(q); !slices.Equal(got, []string{"x", "y", "a", "b"}) {
+		t.Errorf("handed out %v, want [x y a b]", got)
+	}
+
+	q.Add("c")
+	n, _ := q.Get()
+	q.Add("a")
+	q.AddFirst("c")
+	if l := q.Len(); l != 1 {
+		t.Errorf("Len while c is held and dirty = %d, want 1", l)
+	}
+	q.Done(n)
+	if got := drain(q); !slices.Equal(got, []string{"c", "a"}) {
+		t.Errorf("after Done handed out %v, want [c a]", got)
+	}
+
+	q.Add("d")
+	n, _ = q.Get()
+	q.Add("a")
+	q.Add("d")
+	q.Done(n)
+	if got := drain(q); !slices.Equal(got, []string{"a", "d"}) {
+		t.Errorf("a held name marked by Add: handed out %v, want [a d]", got)
+	}
+}
+
 // TestQueueHeldNameNotCounted: Len counts what waits, not a name a worker
 // holds nor one marked dirty while held; Done hands the dirty one out.
 func TestQueueHeldNameNotCounted(t *testing.T) {

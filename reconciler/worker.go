@@ -70,7 +70,7 @@ func (r *Reconciler) post(name string, p post) {
 	s := r.serverLocked(name)
 	s.inbox = append(s.inbox, p)
 	r.mu.Unlock()
-	r.queue.Add(name)
+	r.queue.AddFirst(name) // a result goes before first passes and resyncs
 }
 
 // observation is what one reconcile found out about its server, with the
@@ -311,7 +311,7 @@ func (r *Reconciler) started(ctx context.Context, s *server, d Desired, p post) 
 		min := d.minReady()
 		return st.becameReady(s.name, readyInput{rec: running.Record, since: since, window: min, windowMsg: minReadyMessage(min), now: r.clock.Now()})
 	})
-	r.exits.Watch(running.Handle, func() { r.queue.Add(s.name) })
+	r.exits.Watch(running.Handle, func() { r.queue.AddFirst(s.name) })
 	r.prepareNext(s, d)
 	r.startProbes(ctx, s, d, t)
 	r.enqueueDependents(s.name)
@@ -576,7 +576,7 @@ func (r *Reconciler) pinQuarantined(s *server, rec actuate.Record) {
 		return
 	}
 	s.pinned = h
-	r.exits.Watch(h, func() { r.queue.Add(s.name) })
+	r.exits.Watch(h, func() { r.queue.AddFirst(s.name) })
 }
 
 func (r *Reconciler) unpin(s *server) {
@@ -849,7 +849,7 @@ func (r *Reconciler) adopt(ctx context.Context, s *server, d Desired, rec actuat
 	s.gen++
 	gen := s.gen
 	err := r.change(s, func(st *state) ([]Event, error) { return st.adopt(s.name, rec, r.clock.Now()) })
-	r.exits.Watch(h, func() { r.queue.Add(s.name) })
+	r.exits.Watch(h, func() { r.queue.AddFirst(s.name) })
 	// Readiness is checked off the worker until it passes (the process may
 	// have been adopted mid-start), with backoff from 100 ms to 5 s; then
 	// only declared probes go on.
@@ -1049,7 +1049,7 @@ func (r *Reconciler) stop(ctx context.Context, s *server, d Desired, a Action, r
 		return st.stopping(s.name, a.Reason, a.Kind == ActionStop)
 	}); err != nil {
 		if t != nil {
-			r.exits.Watch(t.handle, func() { r.queue.Add(s.name) })
+			r.exits.Watch(t.handle, func() { r.queue.AddFirst(s.name) })
 		}
 		return Result{}, err
 	}

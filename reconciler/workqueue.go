@@ -15,7 +15,12 @@ import (
 //   - One at a time: a name a worker holds (between Get and Done) is only
 //     marked dirty by Add, and handed out once more after Done; no two
 //     workers ever hold the same name.
-//   - Fair: names are handed out in the order they were first added.
+//   - Fair: names are handed out in the order they were first added,
+//     except that a name added by AddFirst (a result posted for it: a
+//     readiness, an exit) goes before the names added by Add, in its own
+//     first-added order. A cold start of 1,000 servers adds them all at
+//     once; without this, each server's Ready waited for every other
+//     server's first pass.
 //   - Delays on the injected clock: AddAfter adds the name once the clock
 //     has passed the delay (the earliest of several pending delays of one
 //     name wins); AddRateLimited delays by the name's error backoff
@@ -31,7 +36,9 @@ type queue struct {
 	mu         sync.Mutex
 	cond       *sync.Cond
 	order      []string            // names to hand out, first added first
-	dirty      map[string]struct{} // names to hand out (in order, or when Done)
+	first      []string            // names added by AddFirst, handed out before order
+	dirty      map[string]struct{} // names to hand out (in order or first, or when Done)
+	urgent     map[string]struct{} // dirty names AddFirst marked while held
 	processing map[string]struct{} // names a worker holds
 	delayed    map[string]*delayedKey
 	due        delayHeap // delayed, earliest first
@@ -53,21 +60,44 @@ type delayedKey struct {
 func (q *queue) Add(name string) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	q.addLocked(name)
+	q.addLocked(name, false)
 }
 
-func (q *queue) addLocked(name string) {
+// AddFirst marks name to be reconciled before the names Add marked. A
+// name already waiting keeps its place.
+func (q *queue) AddFirst(name string) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.addLocked(name, true)
+}
+
+func (q *queue) addLocked(name string, first bool) {
 	if q.shutdown {
 		return
 	}
 	if _, ok := q.dirty[name]; ok {
+		if _, held := q.processing[name]; held && first {
+			q.urgent[name] = struct{}{}
+		}
 		return
 	}
 	q.dirty[name] = struct{}{}
 	if _, ok := q.processing[name]; ok {
+		if first {
+			q.urgent[name] = struct{}{}
+		}
 		return // handed out again at Done
 	}
-	q.order = append(q.order, name)
+	q.push(name, first)
+}
+
+// push puts name in its line and wakes a worker.
+func (q *queue) push(name string, first bool) {
+	if first {
+		q.first = append(q.first, name)
+	} else {
+		q.order = append(q.order, name)
+	}
 	q.cond.Signal()
 }
 
@@ -76,17 +106,21 @@ func (q *queue) addLocked(name string) {
 func (q *queue) Get() (name string, shutdown bool) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	for len(q.order) == 0 && !q.shutdown {
+	for len(q.first)+len(q.order) == 0 && !q.shutdown {
 		q.cond.Wait()
 	}
-	if len(q.order) == 0 {
+	line := &q.first
+	if len(q.first) == 0 {
+		line = &q.order
+	}
+	if len(*line) == 0 {
 		return "", true
 	}
-	name = q.order[0]
-	q.order[0] = ""
-	q.order = q.order[1:]
-	if len(q.order) == 0 {
-		q.order = q.order[:0:0] // let go of the array a burst grew
+	name = (*line)[0]
+	(*line)[0] = ""
+	*line = (*line)[1:]
+	if len(*line) == 0 {
+		*line = (*line)[:0:0] // let go of the array a burst grew
 	}
 	q.processing[name] = struct{}{}
 	delete(q.dirty, name)
@@ -99,9 +133,10 @@ func (q *queue) Done(name string) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	delete(q.processing, name)
+	_, first := q.urgent[name]
+	delete(q.urgent, name)
 	if _, ok := q.dirty[name]; ok {
-		q.order = append(q.order, name)
-		q.cond.Signal()
+		q.push(name, first)
 	}
 }
 
@@ -110,7 +145,7 @@ func (q *queue) Done(name string) {
 func (q *queue) Len() int {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	return len(q.order)
+	return len(q.first) + len(q.order)
 }
 
 // AddAfter adds name once d has passed on the queue's clock; d <= 0 adds
@@ -163,7 +198,7 @@ func (q *queue) waitDelays() {
 		for len(q.due) > 0 && !q.due[0].at.After(now) {
 			k := heap.Pop(&q.due).(*delayedKey)
 			delete(q.delayed, k.name)
-			q.addLocked(k.name)
+			q.addLocked(k.name, false)
 		}
 		var timer clock.Timer
 		var fire <-chan time.Time
