@@ -60,7 +60,7 @@ func BenchmarkReconcilePass1000Held(b *testing.B) { benchPass(b, true) }
 func benchPass(b *testing.B, held bool) {
 	r, _, names := benchFleet(b, benchServers)
 	if held {
-		r.held["srv-held"] = true
+		r.keepLocked([]string{"srv-held"}, false, time.Time{})
 	}
 	self := os.Getpid()
 	for _, n := range names {

@@ -1,7 +1,6 @@
 package reconciler
 
 import (
-	"maps"
 	"reflect"
 )
 
@@ -12,7 +11,7 @@ import (
 // 1,000 cost a million copied entries.
 type heldView struct {
 	of   map[string]Desired // the desired map it was made from
-	held map[string]bool    // the held set it was made with (a copy)
+	gen  uint64             // the heldGen of the held set it was made with
 	view map[string]Desired // read-only: shared by every pass
 }
 
@@ -23,8 +22,8 @@ func (r *Reconciler) desiredLocked() map[string]Desired {
 		return r.desired
 	}
 	hv := &r.heldView
-	if hv.view == nil || reflect.ValueOf(hv.of).UnsafePointer() != reflect.ValueOf(r.desired).UnsafePointer() || !maps.Equal(hv.held, r.held) {
-		hv.of, hv.held, hv.view = r.desired, maps.Clone(r.held), withHeld(r.desired, r.held)
+	if hv.view == nil || reflect.ValueOf(hv.of).UnsafePointer() != reflect.ValueOf(r.desired).UnsafePointer() || hv.gen != r.heldGen {
+		hv.of, hv.gen, hv.view = r.desired, r.heldGen, withHeld(r.desired, r.held)
 	}
 	return hv.view
 }

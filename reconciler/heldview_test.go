@@ -3,6 +3,7 @@ package reconciler
 import (
 	"reflect"
 	"testing"
+	"time"
 
 	"github.com/go-logr/logr"
 
@@ -10,7 +11,8 @@ import (
 )
 
 // TestDesiredLockedFollowsHolds: the held view is made again whenever the
-// holds or the desired map change, and only then.
+// holds (through keepLocked and liftLocked) or the desired map change,
+// and only then.
 func TestDesiredLockedFollowsHolds(t *testing.T) {
 	r, err := New(Config{StateDir: benchStateDir(t), Log: logr.Discard()})
 	if err != nil {
@@ -43,7 +45,7 @@ func TestDesiredLockedFollowsHolds(t *testing.T) {
 	if got := r.desiredLocked(); !same(got, r.desired) {
 		t.Fatal("nothing held: want the desired map itself")
 	}
-	r.held["api"] = true
+	r.keepLocked([]string{"api"}, false, time.Time{})
 	v1 := r.desiredLocked()
 	if got := heldOf(v1); !reflect.DeepEqual(got, map[string]bool{"api": true}) {
 		t.Errorf("api held: Held on %v", got)
@@ -54,11 +56,11 @@ func TestDesiredLockedFollowsHolds(t *testing.T) {
 	if v := r.desiredLocked(); !same(v, v1) {
 		t.Error("nothing changed: want the same view, not a new copy")
 	}
-	r.held["web"] = true
+	r.keepLocked([]string{"web"}, false, time.Time{})
 	if got := heldOf(r.desiredLocked()); !reflect.DeepEqual(got, map[string]bool{"api": true, "web": true}) {
 		t.Errorf("api and web held: Held on %v", got)
 	}
-	delete(r.held, "api")
+	r.liftLocked([]string{"api"})
 	if got := heldOf(r.desiredLocked()); !reflect.DeepEqual(got, map[string]bool{"web": true}) {
 		t.Errorf("api released: Held on %v", got)
 	}
@@ -67,7 +69,7 @@ func TestDesiredLockedFollowsHolds(t *testing.T) {
 	if _, ok := v2["api"]; ok || !v2["web"].Held || v2["cache"].Held || len(v2) != 2 {
 		t.Errorf("new fleet, web held: view %v", heldOf(v2))
 	}
-	delete(r.held, "web")
+	r.liftLocked([]string{"web"})
 	if got := r.desiredLocked(); !same(got, r.desired) {
 		t.Error("nothing held any more: want the desired map itself")
 	}

@@ -105,6 +105,7 @@ func (r *Reconciler) loadHolds() {
 		r.held[name] = true
 		r.kept[name] = e
 	}
+	r.heldGen++
 	r.mu.Unlock()
 	if len(released) == 0 {
 		return
@@ -119,6 +120,7 @@ func (r *Reconciler) loadHolds() {
 // keepLocked keeps the named servers stopped, in memory and (persist) in
 // held.json once saveHolds runs.
 func (r *Reconciler) keepLocked(names []string, persist bool, now time.Time) {
+	r.heldGen++
 	for _, n := range names {
 		r.held[n] = true
 		if persist {
@@ -130,6 +132,7 @@ func (r *Reconciler) keepLocked(names []string, persist bool, now time.Time) {
 // liftLocked ends the holds of names; it reports whether held.json must be
 // written again.
 func (r *Reconciler) liftLocked(names []string) bool {
+	r.heldGen++
 	changed := false
 	for _, n := range names {
 		delete(r.held, n)
@@ -146,6 +149,7 @@ func (r *Reconciler) liftLocked(names []string) bool {
 func (r *Reconciler) liftAllLocked() bool {
 	changed := len(r.kept) > 0
 	r.held, r.kept = map[string]bool{}, map[string]holdEntry{}
+	r.heldGen++
 	return changed
 }
 

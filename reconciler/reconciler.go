@@ -186,6 +186,7 @@ type Reconciler struct {
 	recScan       recordScan     // lists the records at each resync (its own lock)
 	untrusted     untrustedList  // the quarantines on disk, for first passes (its own lock)
 	heldView      heldView       // desired with the holds applied (desiredLocked)
+	heldGen       uint64         // counts the changes of held, for heldView
 	depsSeen      depsSeen       // whether a desired map declares dependencies (anyDependsLocked)
 	fw            *FleetWatcher  // set by Run
 	starts        sync.WaitGroup // readiness waits, probers and exit-status looks in flight
