@@ -1012,14 +1012,16 @@ func (r *Reconciler) settledAll(names []string, since uint64, began time.Time, m
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	waitedOn := map[string]bool{}
-	for n, d := range r.desired {
-		if d.Server == nil {
-			continue
-		}
-		if s := r.servers[n]; s == nil || s.st.phase == PhasePending {
-			for _, dep := range d.Server.Spec.DependsOn {
-				for _, in := range r.instanceNamesLocked(dep) {
-					waitedOn[in] = true
+	if mode != settleDown { // a down's verdict does not read it (settled)
+		for n, d := range r.desired {
+			if d.Server == nil {
+				continue
+			}
+			if s := r.servers[n]; s == nil || s.st.phase == PhasePending {
+				for _, dep := range d.Server.Spec.DependsOn {
+					for _, in := range r.instanceNamesLocked(dep) {
+						waitedOn[in] = true
+					}
 				}
 			}
 		}
