@@ -2,6 +2,7 @@ package actuate
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -61,6 +62,38 @@ func BenchmarkWriteRecord(b *testing.B) {
 	for b.Loop() {
 		if err := d.WriteRecord(Record{Name: "api", PID: 1, PGID: 1, StartTime: 1, BootID: "b"}); err != nil {
 			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkRecordFleetCycle1000 is what the records of a fleet of 1,000
+// cost through a stop and a start of the fleet: 1,000 records removed,
+// then for each server an intent record and the full record over it (one
+// op is the whole cycle). On ext4 without a journal an inode allocation
+// scans past the inodes its group freed in the last 30 s; with spares
+// none is allocated or freed.
+func BenchmarkRecordFleetCycle1000(b *testing.B) {
+	d, err := OpenStateDir(b.TempDir())
+	if err != nil {
+		b.Fatal(err)
+	}
+	names := make([]string, 1000)
+	for i := range names {
+		names[i] = fmt.Sprintf("s%d", i)
+	}
+	for b.Loop() {
+		for _, n := range names {
+			if err := d.RemoveRecord(n); err != nil {
+				b.Fatal(err)
+			}
+		}
+		for _, n := range names {
+			if err := d.writeIntent(Record{Version: 2, Name: n, Instance: newToken(), Port: 8080}); err != nil {
+				b.Fatal(err)
+			}
+			if err := d.WriteRecord(Record{Version: 2, Name: n, PID: 1, PGID: 1, StartTime: 1, BootID: "b", Port: 8080}); err != nil {
+				b.Fatal(err)
+			}
 		}
 	}
 }
