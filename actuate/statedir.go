@@ -60,8 +60,12 @@ func OpenStateDir(path string) (*StateDir, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open state folder %s: %w", path, err)
 	}
+	_, statErr := os.Lstat(abs)
 	if err := os.MkdirAll(abs, dirMode); err != nil {
 		return nil, fmt.Errorf("open state folder %s: %w", abs, err)
+	}
+	if errors.Is(statErr, fs.ErrNotExist) {
+		markTopDir(abs)
 	}
 	if err := checkDirTrust(abs); err != nil {
 		return nil, err
