@@ -2,7 +2,6 @@ package actuate
 
 import (
 	"errors"
-	"os"
 	"runtime"
 	"sync"
 	"time"
@@ -29,8 +28,9 @@ var errNoListenWatch = errors.New("no listener table")
 // servers wait for their port to listen, it asks the kernel once per tick
 // for the LISTEN sockets on all their ports (observe.ListeningOn) and
 // wakes each server whose port has a listener that a loopback connect
-// reaches and, for a server in its own cgroup, that was made in that
-// cgroup.
+// reaches, whoever made it: DESIGN.md's default readiness is "the port
+// accepts TCP", which a server's listener outside its cgroup (docker
+// run -p: docker-proxy holds the port) also satisfies.
 var listenWatch portWatch
 
 type portWatch struct {
@@ -45,15 +45,14 @@ type portWatch struct {
 }
 
 type portWait struct {
-	port   int
-	cgroup uint64        // 0: any listener will do
-	done   chan struct{} // closed when the port listens, or on err
-	err    error         // errNoListenWatch, set before done closes
+	port int
+	done chan struct{} // closed when the port listens, or on err
+	err  error         // errNoListenWatch, set before done closes
 }
 
 // add registers a wait for port; the caller removes it with remove.
-func (p *portWatch) add(port int, cgroup uint64) *portWait {
-	w := &portWait{port: port, cgroup: cgroup, done: make(chan struct{})}
+func (p *portWatch) add(port int) *portWait {
+	w := &portWait{port: port, done: make(chan struct{})}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.broken {
@@ -148,30 +147,9 @@ func (p *portWatch) loop() {
 // listensFor reports whether seen holds a listener w waits for.
 func listensFor(seen []observe.PortListen, w *portWait) bool {
 	for _, l := range seen {
-		if l.Port() == w.port && l.LoopbackReachable() && (w.cgroup == 0 || l.CgroupID == 0 || l.CgroupID == w.cgroup) {
+		if l.Port() == w.port && l.LoopbackReachable() {
 			return true
 		}
 	}
 	return false
-}
-
-// cgroupID is the id of the server's cgroup (its folder's inode), 0 when
-// it has none or it cannot be read (any listener on the port then counts).
-func cgroupID(rec Record) uint64 {
-	if rec.Cgroup == "" {
-		return 0
-	}
-	dir, err := cgroupDir(rec.Cgroup)
-	if err != nil {
-		return 0
-	}
-	fi, err := os.Stat(dir)
-	if err != nil {
-		return 0
-	}
-	id, ok := fileID(fi)
-	if !ok {
-		return 0
-	}
-	return id.Ino
 }

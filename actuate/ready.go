@@ -118,7 +118,7 @@ func (a *Actuator) WaitReady(ctx context.Context, req StartRequest, r *Running) 
 // server's cgroup when it has one. One loop serves every starting server
 // (listenWatch). errNoListenWatch: no table; the caller connects instead.
 func (a *Actuator) waitListening(ctx context.Context, req StartRequest, r *Running, exited <-chan struct{}, deadline <-chan time.Time, timeout time.Duration) error {
-	w := listenWatch.add(req.Port, cgroupID(r.Record))
+	w := listenWatch.add(req.Port)
 	defer listenWatch.remove(w)
 	select {
 	case <-w.done:
