@@ -344,3 +344,21 @@ func removeTestCgroups(t *testing.T, d *StateDir) {
 	}
 	d.sweepCgroups()
 }
+
+// startInCgroup starts server "api" (running for an hour) with a fresh
+// Actuator in the cgroup mode, skipping the test where procfleet cannot
+// make cgroups; the process is killed at the test's end.
+func startInCgroup(t *testing.T) (*Actuator, *Running) {
+	t.Helper()
+	a, _ := newActuator(t)
+	if m := a.Dir.Membership(); m.Mode != MembershipCgroup {
+		t.Skipf("cgroups not available here: %s", m.Why)
+	}
+	r, err := a.Start(testCtx(t), serverReq("api", 0, "-exit-after", "1h"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = r.Handle.Close() })
+	killPinned(t, r.Record.PID)
+	return a, r
+}

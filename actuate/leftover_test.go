@@ -317,17 +317,8 @@ func TestCleanupNothingLeft(t *testing.T) {
 
 // A stop in the cgroup mode scans no process table.
 func TestStopCgroupScansNothing(t *testing.T) {
-	a, _ := newActuator(t)
-	if m := a.Dir.Membership(); m.Mode != MembershipCgroup {
-		t.Skipf("cgroups not available here: %s", m.Why)
-	}
+	a, r := startInCgroup(t)
 	ctx := testCtx(t)
-	r, err := a.Start(ctx, serverReq("api", 0, "-exit-after", "1h"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Handle.Close()
-	killPinned(t, r.Record.PID)
 	scans := countScans(t)
 	b, _ := fresh(t, a)
 	if err := b.Stop(ctx, r.Record, StopOptions{}); err != nil {

@@ -9,17 +9,8 @@ import (
 // it empty: it refuses while the server runs in it, so that a stop may
 // take a removal for proof that nothing is left.
 func TestRemoveEmptyCgroupRefusesPopulated(t *testing.T) {
-	a, _ := newActuator(t)
-	if m := a.Dir.Membership(); m.Mode != MembershipCgroup {
-		t.Skipf("cgroups not available here: %s", m.Why)
-	}
+	a, r := startInCgroup(t)
 	ctx := testCtx(t)
-	r, err := a.Start(ctx, serverReq("api", 0, "-exit-after", "1h"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Handle.Close()
-	killPinned(t, r.Record.PID)
 	dir, err := cgroupDir(r.Record.Cgroup)
 	if err != nil {
 		t.Fatal(err)

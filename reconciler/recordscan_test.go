@@ -16,15 +16,7 @@ import (
 // turned untrusted between two resyncs is still moved aside and reported at
 // the next one, as a read of every record would.
 func TestRecordScan(t *testing.T) {
-	sd, err := actuate.OpenStateDir(filepath.Join(t.TempDir(), ".procfleet"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, n := range []string{"api", "web", "worker"} {
-		if err := sd.WriteRecord(ownRecord(t, n, os.Getpid(), 8080, "sha256:x")); err != nil {
-			t.Fatal(err)
-		}
-	}
+	sd := stateWithRecords(t, "api", "web", "worker")
 	var rs recordScan
 	scan := func(wantNames []string, wantUntrusted ...string) {
 		t.Helper()
@@ -170,15 +162,7 @@ func TestRecordScanLearnsOwnWrites(t *testing.T) {
 // stop takes each once, only while its file is unchanged (a record written
 // again, or chmod-ed, is read again by the stop, as before).
 func TestRecordScanTake(t *testing.T) {
-	sd, err := actuate.OpenStateDir(filepath.Join(t.TempDir(), ".procfleet"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, n := range []string{"api", "web", "worker"} {
-		if err := sd.WriteRecord(ownRecord(t, n, os.Getpid(), 8080, "sha256:x")); err != nil {
-			t.Fatal(err)
-		}
-	}
+	sd := stateWithRecords(t, "api", "web", "worker")
 	var plain recordScan
 	plain.names(sd)
 	if _, ok := plain.take(sd, "api"); ok {
@@ -240,4 +224,20 @@ func BenchmarkStopRecordRead(b *testing.B) {
 			}
 		}
 	})
+}
+
+// stateWithRecords is a fresh state folder holding a record of this
+// process for each name.
+func stateWithRecords(t *testing.T, names ...string) *actuate.StateDir {
+	t.Helper()
+	sd, err := actuate.OpenStateDir(filepath.Join(t.TempDir(), ".procfleet"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range names {
+		if err := sd.WriteRecord(ownRecord(t, n, os.Getpid(), 8080, "sha256:x")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return sd
 }
