@@ -40,21 +40,12 @@ type sparePool struct {
 // spareDirPath is the folder of d's spares.
 func (d *StateDir) spareDirPath() string { return filepath.Join(d.Path, serversDir, spareDir) }
 
-// takeSpare returns a spare name to try, or false when there is none. The
-// first call lists the folder.
+// takeSpare returns a spare name to try, or false when there is none.
 func (d *StateDir) takeSpare() (string, bool) {
 	p := &d.spares
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if !p.loaded {
-		p.loaded = true
-		entries, _ := os.ReadDir(d.spareDirPath())
-		for _, e := range entries {
-			if e.Type().IsRegular() {
-				p.names = append(p.names, e.Name())
-			}
-		}
-	}
+	p.loadLocked(d.spareDirPath())
 	if len(p.names) == 0 {
 		return "", false
 	}
@@ -63,13 +54,14 @@ func (d *StateDir) takeSpare() (string, bool) {
 	return n, true
 }
 
-// newSpareName reserves a place for one more spare, or returns false when
-// the pool is full.
+// newSpareName names one more spare, or returns false when the pool holds
+// maxSpares (those on disk included).
 func (d *StateDir) newSpareName() (string, bool) {
 	p := &d.spares
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.loaded && len(p.names) >= maxSpares {
+	p.loadLocked(d.spareDirPath())
+	if len(p.names) >= maxSpares {
 		return "", false
 	}
 	return "i" + strconv.FormatUint(rand.Uint64(), 36), true
@@ -80,8 +72,21 @@ func (d *StateDir) giveSpare(name string) {
 	p := &d.spares
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	p.names = append(p.names, name)
+}
+
+// loadLocked lists the spare folder dir once, at the pool's first use.
+// p.mu is held.
+func (p *sparePool) loadLocked(dir string) {
 	if p.loaded {
-		p.names = append(p.names, name)
+		return
+	}
+	p.loaded = true
+	entries, _ := os.ReadDir(dir)
+	for _, e := range entries {
+		if e.Type().IsRegular() {
+			p.names = append(p.names, e.Name())
+		}
 	}
 }
 

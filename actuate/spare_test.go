@@ -1,6 +1,7 @@
 package actuate
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -231,5 +232,33 @@ func TestSpareOfAnotherUserIsNotWritten(t *testing.T) {
 	}
 	if got := dirNames(t, d.spareDirPath()); len(got) != 0 {
 		t.Errorf("servers/.spare holds %v, want the foreign spare dropped", got)
+	}
+}
+
+// TestSparesBounded: with maxSpares spares on disk, a removed record is
+// unlinked, not kept, even by a process that has taken no spare yet.
+func TestSparesBounded(t *testing.T) {
+	d := newStateDir(t)
+	if err := d.WriteRecord(Record{Version: 2, Name: "api", PID: 3, PGID: 3, StartTime: 9}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range maxSpares {
+		if err := os.WriteFile(filepath.Join(d.spareDirPath(), fmt.Sprintf("i%d", i)), nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	d2, err := OpenStateDir(d.Path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = d2.Close() })
+	if err := d2.RemoveRecord("api"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(d.RecordPath("api")); !os.IsNotExist(err) {
+		t.Fatalf("record still there after RemoveRecord: %v", err)
+	}
+	if n := len(dirNames(t, d.spareDirPath())); n != maxSpares {
+		t.Errorf("%d spares after removing a record with the pool full, want %d", n, maxSpares)
 	}
 }
