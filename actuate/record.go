@@ -14,7 +14,6 @@ import (
 	"strconv"
 	"strings"
 	"sync/atomic"
-	"syscall"
 	"time"
 )
 
@@ -221,7 +220,7 @@ func (d *StateDir) writeTempIn(dir, name, infix string, data []byte, sync bool) 
 		}
 		return tmp, nil
 	}
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, recordMode)
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL|noFollow, recordMode)
 	if err != nil {
 		return "", err
 	}
@@ -606,7 +605,8 @@ func (d *StateDir) records(act untrustedAction) RecordSet {
 	return rs
 }
 
-// RemoveRecord removes a server's record; a missing record is not an error.
+// RemoveRecord removes a server's record, keeping its file as a spare; a
+// missing record is not an error.
 // The removal is not synced to disk: a record that a crash of the machine
 // brings back names a process of an earlier boot, which Verify finds stale
 // or reused (another boot id) and removes without a signal, and an intent

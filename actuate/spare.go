@@ -7,7 +7,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"sync"
-	"syscall"
 )
 
 // spareDir (servers/.spare) holds record inodes out of use. A record write
@@ -104,7 +103,7 @@ func (d *StateDir) writeSpare(tmp string, data []byte, sync bool) (bool, error) 
 		if err := os.Rename(filepath.Join(d.spareDirPath(), name), tmp); err != nil {
 			continue // taken by another writer, or removed by hand
 		}
-		f, err := os.OpenFile(tmp, os.O_WRONLY|syscall.O_NOFOLLOW, 0)
+		f, err := os.OpenFile(tmp, os.O_WRONLY|noFollow, 0)
 		if err != nil {
 			_ = os.Remove(tmp)
 			continue
@@ -114,7 +113,7 @@ func (d *StateDir) writeSpare(tmp string, data []byte, sync bool) (bool, error) 
 		// written; dropping its spare name leaves the record as it is. A
 		// file of another user (a record that was not trusted) is not
 		// written either.
-		if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() || links(fi) != 1 || !ownFile(fi) {
+		if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() || linkCount(fi) != 1 || !ownFile(fi) {
 			_ = f.Close()
 			_ = os.Remove(tmp)
 			continue
@@ -178,8 +177,8 @@ func (d *StateDir) replaced(spare string, renamed bool) {
 }
 
 // retire removes the file at path (a record) by moving it into the spare
-// folder, or unlinks it when the pool is full or the move fails for
-// another reason than a missing file. A missing file is fs.ErrNotExist.
+// folder, or unlinks it when the pool is full or the move fails. A missing
+// file is fs.ErrNotExist.
 func (d *StateDir) retire(path string) error {
 	if name, ok := d.newSpareName(); ok {
 		err := os.Rename(path, filepath.Join(d.spareDirPath(), name))
@@ -193,14 +192,6 @@ func (d *StateDir) retire(path string) error {
 
 // ownFile reports whether fi belongs to this process's effective user.
 func ownFile(fi fs.FileInfo) bool {
-	st, ok := fi.Sys().(*syscall.Stat_t)
-	return ok && int(st.Uid) == os.Geteuid()
-}
-
-// links is fi's number of hard links (0 when the system does not say).
-func links(fi fs.FileInfo) uint64 {
-	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
-		return uint64(st.Nlink)
-	}
-	return 0
+	uid, ok := fileOwner(fi)
+	return ok && uid == os.Geteuid()
 }

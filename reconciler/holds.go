@@ -212,11 +212,11 @@ func (r *Reconciler) writeHolds() error {
 	}
 	r.mu.Unlock()
 	if len(doc.Servers) == 0 {
-		return removeStateFile(path)
+		return r.cfg.StateDir.RemoveFile(path)
 	}
 	data, err := json.MarshalIndent(doc, "", "  ")
 	if err != nil {
 		return fmt.Errorf("write %s: %w", path, err)
 	}
-	return writeStateFile(path, append(data, '\n'))
+	return r.cfg.StateDir.WriteFile(path, append(data, '\n'), true)
 }

@@ -122,7 +122,7 @@ func TestReadStartedWith(t *testing.T) {
 	}
 	rec := actuate.Record{Name: "uses", PID: 42, SpecHash: in.Hash}
 	b, _ := json.Marshal(newStartedWith(in, rec, "ab"))
-	if err := writeStateFile(startedPath(state, "uses"), b); err != nil {
+	if err := os.WriteFile(startedPath(state, "uses"), b, 0o600); err != nil {
 		t.Fatal(err)
 	}
 	if sw, err := ReadStartedWith(state, rec); err != nil || sw == nil {

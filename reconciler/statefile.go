@@ -6,7 +6,6 @@ import (
 	"io"
 	"io/fs"
 	"os"
-	"path/filepath"
 )
 
 // maxStateFile bounds what is read of a file the reconciler keeps in the
@@ -40,56 +39,6 @@ func readStateFile(path string) ([]byte, error) {
 		return nil, fmt.Errorf("read %s: larger than %d bytes", path, maxStateFile)
 	}
 	return data, nil
-}
-
-// writeStateFile replaces the file at path with data atomically and
-// durably: a temp file in the same folder (mode 0600), written, synced,
-// renamed over path, the folder synced. A reader sees the old content or
-// the new, never a part; a symlink at path is replaced, never followed.
-func writeStateFile(path string, data []byte) error {
-	return writeState(path, data, true)
-}
-
-func writeState(path string, data []byte, durable bool) error {
-	dir := filepath.Dir(path)
-	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
-	if err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	tmp := f.Name()
-	_, err = f.Write(data)
-	if err == nil {
-		err = f.Chmod(0o600)
-	}
-	if err == nil && durable {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp, path)
-	}
-	if err != nil {
-		_ = os.Remove(tmp)
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if !durable {
-		return nil
-	}
-	if d, err := os.Open(dir); err == nil {
-		_ = d.Sync() // the rename is durable once the folder is; nothing to do if it cannot be
-		_ = d.Close()
-	}
-	return nil
-}
-
-// removeStateFile removes path; a missing file is not an error.
-func removeStateFile(path string) error {
-	if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return fmt.Errorf("remove %s: %w", path, err)
-	}
-	return nil
 }
 
 // mkdirState makes a folder of the state folder (mode 0700) if it is not
