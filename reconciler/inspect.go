@@ -325,11 +325,13 @@ func summarize(in summaryInput, now time.Time) ServerStatus {
 		ss.Phase, ss.Reason, ss.Message = PhaseQuarantined, rv.Observed.Reason, rv.Observed.Message
 		if rv.Record.PID > 0 {
 			ss.PID, ss.Port = rv.Record.PID, rv.Record.Port
+			ss.Membership = actuate.MembershipOf(rv.Record)
 		}
 
 	case rv != nil && rv.Observed.Ownership == OwnOwned:
 		rec := rv.Record
 		ss.PID, ss.Port = rec.PID, rec.Port
+		ss.Membership = actuate.MembershipOf(rec)
 		at := rec.StartedAt
 		ss.StartedAt = &at
 		ss.Ready = rv.Ready == nil || rv.Ready.OK

@@ -478,6 +478,9 @@ func (s *state) statusTo(ss *ServerStatus, name string) {
 		Reason: s.reason, Message: s.message, LastExit: s.lastExit,
 		PID: s.pid, Port: s.port, Conditions: append(conds, s.ready),
 	}
+	if s.pid != 0 {
+		ss.Membership = s.membership
+	}
 	if ss.Conditions[0].Type == "" {
 		ss.Conditions[0] = Condition{Type: ConditionReady, Status: ConditionUnknown}
 	}

@@ -62,6 +62,9 @@ type state struct {
 	port      int
 	startedAt time.Time
 	hash      string
+	// membership is how the shown process's members are found (its
+	// record's mode; DESIGN.md "Membership"), "" without a process.
+	membership actuate.MembershipMode
 
 	portHolder string
 	// portChecks counts the re-checks of a held port (PortConflict).
@@ -225,6 +228,7 @@ func (s *state) setReady(ready bool, reason, message string, now time.Time) bool
 // noProcess forgets the process shown.
 func (s *state) noProcess() {
 	s.pid, s.port, s.startedAt, s.hash = 0, 0, time.Time{}, ""
+	s.membership = ""
 }
 
 // startInput is what a start needs to know.
@@ -280,6 +284,7 @@ func (s *state) becameReady(name string, in readyInput) ([]Event, error) {
 	}
 	s.starting = false
 	s.pid, s.port, s.startedAt, s.hash = in.rec.PID, in.rec.Port, in.rec.StartedAt, in.rec.SpecHash
+	s.membership = actuate.MembershipOf(in.rec)
 	s.recordErr, s.rewrite = "", false
 	s.message, s.readyNote = "", ""
 	s.readySince = in.since
@@ -409,6 +414,7 @@ func (s *state) adopt(name string, rec actuate.Record, now time.Time) ([]Event, 
 	s.livenessFailed, s.starting = false, false
 	s.message = ""
 	s.pid, s.port, s.startedAt, s.hash = rec.PID, rec.Port, rec.StartedAt, rec.SpecHash
+	s.membership = actuate.MembershipOf(rec)
 	s.readyNote = ""
 	s.setReady(false, "Adopted", "readiness not checked yet", now)
 	if s.ready.Status != ConditionUnknown { // not known until checked
@@ -565,6 +571,7 @@ func (s *state) quarantined(name string, in quarantineInput, now time.Time) ([]E
 	s.noProcess()
 	if in.rec != nil {
 		s.pid, s.port, s.startedAt = in.rec.PID, in.rec.Port, in.rec.StartedAt
+		s.membership = actuate.MembershipOf(*in.rec)
 	}
 	s.message = in.message
 	s.setReady(false, in.reason, in.message, now)

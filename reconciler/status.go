@@ -12,6 +12,7 @@ import (
 	"sort"
 	"time"
 
+	"github.com/procfleet/procfleet/actuate"
 	"github.com/procfleet/procfleet/spec"
 )
 
@@ -39,6 +40,10 @@ type ServerStatus struct {
 	// spec.replicas ("api-1": "api", 1), and left out otherwise.
 	ReplicaOf string `json:"replicaOf,omitempty"`
 	Index     *int   `json:"index,omitempty"`
+	// Membership is how the members of the process shown (PID) are found:
+	// "cgroup" or "session" (DESIGN.md "Membership"); left out without a
+	// process.
+	Membership actuate.MembershipMode `json:"membership,omitempty"`
 	// Events are the server's recent events, oldest first (not written to
 	// status.json).
 	Events []Event `json:"-"`
@@ -281,6 +286,7 @@ func (ss *ServerStatus) same(o *ServerStatus) bool {
 		samePtr(ss.StartedAt, o.StartedAt) && ss.Reason == o.Reason &&
 		ss.Message == o.Message && samePtr(ss.LastExit, o.LastExit) &&
 		slices.Equal(ss.Conditions, o.Conditions) && ss.ReplicaOf == o.ReplicaOf &&
+		ss.Membership == o.Membership &&
 		samePtr(ss.Index, o.Index)
 }
 

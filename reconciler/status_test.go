@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/procfleet/procfleet/actuate"
 )
 
 // statusFixture is a fleet of n servers in assorted states.
@@ -107,7 +109,7 @@ func TestServerStatusSameAndClone(t *testing.T) {
 		Name: "web-1", Phase: PhaseRunning, Ready: true, PID: 10, Port: 5001, Restarts: 1,
 		StartedAt: &at, Reason: "Ready", Message: "m", LastExit: &LastExit{Code: 1, At: at},
 		Conditions: []Condition{{Type: ConditionReady, Status: ConditionTrue, LastTransitionTime: at}},
-		ReplicaOf:  "web", Index: &idx,
+		ReplicaOf:  "web", Index: &idx, Membership: actuate.MembershipCgroup,
 	}
 	later, otherIdx := at.Add(time.Nanosecond), 3
 	change := map[string]func(*ServerStatus){
@@ -124,6 +126,7 @@ func TestServerStatusSameAndClone(t *testing.T) {
 		"Conditions": func(s *ServerStatus) { s.Conditions = []Condition{{Type: ConditionReady, Status: ConditionFalse}} },
 		"ReplicaOf":  func(s *ServerStatus) { s.ReplicaOf = "api" },
 		"Index":      func(s *ServerStatus) { s.Index = &otherIdx },
+		"Membership": func(s *ServerStatus) { s.Membership = actuate.MembershipSession },
 		"Events":     nil, // not written to status.json
 	}
 	typ := reflect.TypeFor[ServerStatus]()

@@ -66,6 +66,11 @@ record is shown as Quarantined / UntrustedRecord and left where it is.
 Phases: Pending, Starting, Running, Stopping, Stopped, Failed,
 CrashLoopBackOff, Quarantined.
 
+Under the table, on standard error, a line names how the running servers'
+processes are found: Membership: cgroup (each server in a cgroup of its
+own) or session (its session and process group, and the processes carrying
+its instance token).
+
 -o json and -o yaml print {"servers": [...], "errors": [...]}, where errors
 are the fleet files' load errors. --watch redraws the table in place on a
 terminal; when the output is not a terminal it prints the table once, then
@@ -98,7 +103,13 @@ only the rows that change (with -o json, one JSON document a line per change).`,
 			if err != nil {
 				return err
 			}
-			return writeStatus(out, output, st, time.Now())
+			if err := writeStatus(out, output, st, time.Now()); err != nil {
+				return err
+			}
+			if line := membershipLine(st.Servers); line != "" && output == outputTable {
+				fmt.Fprintln(cmd.ErrOrStderr(), line)
+			}
+			return nil
 		},
 	}
 	cmd.ValidArgsFunction = completeServerNames(opts, 0)
@@ -287,14 +298,14 @@ func statusFromUp(ctx context.Context, statePath string) (reconciler.Status, boo
 func writeStatus(w io.Writer, format string, st reconciler.Status, now time.Time) error {
 	switch format {
 	case outputJSON:
-		b, err := json.MarshalIndent(st, "", "  ")
+		b, err := json.MarshalIndent(documented(st), "", "  ")
 		if err != nil {
 			return fmt.Errorf("status: %w", err)
 		}
 		_, err = fmt.Fprintf(w, "%s\n", b)
 		return err
 	case outputYAML:
-		b, err := yaml.Marshal(st)
+		b, err := yaml.Marshal(documented(st))
 		if err != nil {
 			return fmt.Errorf("status: %w", err)
 		}
@@ -302,6 +313,18 @@ func writeStatus(w io.Writer, format string, st reconciler.Status, now time.Time
 		return err
 	}
 	return writeTable(w, st, now)
+}
+
+// documented is st with the fields of DESIGN.md's `status -o json` only:
+// the membership mode, which up's API carries for the table's line, is
+// left out of the document.
+func documented(st reconciler.Status) reconciler.Status {
+	servers := slices.Clone(st.Servers)
+	for i := range servers {
+		servers[i].Membership = ""
+	}
+	st.Servers = servers
+	return st
 }
 
 var tableHeader = []string{"NAME", "PHASE", "READY", "PID", "PORT", "RESTARTS", "AGE", "REASON"}
@@ -335,6 +358,42 @@ func writeTable(w io.Writer, st reconciler.Status, now time.Time) error {
 		return err
 	}
 	return writeFileErrors(w, st.Errors)
+}
+
+// membershipLine names how the running servers' processes are found
+// (DESIGN.md "Membership"): one mode for all, or the servers of each mode;
+// "" when none runs. Status prints it to stderr under the table, so that
+// standard output stays the table's rows.
+func membershipLine(servers []reconciler.ServerStatus) string {
+	byMode := map[actuate.MembershipMode][]string{}
+	for _, s := range servers {
+		if s.PID > 0 && s.Membership != "" {
+			byMode[s.Membership] = append(byMode[s.Membership], s.Name)
+		}
+	}
+	explain := map[actuate.MembershipMode]string{
+		actuate.MembershipCgroup:  "cgroup (each server's processes are the members of its own cgroup)",
+		actuate.MembershipSession: "session (each server's session and process group, and the processes carrying its instance token; cgroups are not available)",
+	}
+	switch len(byMode) {
+	case 0:
+		return ""
+	case 1:
+		for m := range byMode {
+			if text, ok := explain[m]; ok {
+				return "Membership: " + text
+			}
+			return "Membership: " + string(m)
+		}
+	}
+	var parts []string
+	for _, m := range []actuate.MembershipMode{actuate.MembershipCgroup, actuate.MembershipSession} {
+		if names := byMode[m]; len(names) > 0 {
+			sort.Strings(names)
+			parts = append(parts, fmt.Sprintf("%s for %s", m, strings.Join(names, ", ")))
+		}
+	}
+	return "Membership: " + strings.Join(parts, "; ")
 }
 
 func writeFileErrors(w io.Writer, errs []reconciler.StatusError) error {

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -116,6 +117,20 @@ func TestStatusWithAndWithoutUp(t *testing.T) {
 	if code != 0 || !strings.Contains(table, "NAME") || !strings.Contains(table, "api") || !strings.Contains(table, "Running") {
 		t.Errorf("status table: exit %d\n%s%s", code, table, errOut)
 	}
+	// The table names the membership mode the records say (DESIGN.md
+	// "Membership"), with up and without it.
+	rec, err := os.ReadFile(filepath.Join(f.state, "servers", "api.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	mode := actuate.MembershipSession
+	if strings.Contains(string(rec), `"cgroup"`) {
+		mode = actuate.MembershipCgroup
+	}
+	wantMembership := "Membership: " + string(mode) + " ("
+	if !strings.HasPrefix(errOut, wantMembership) || strings.Contains(table, "Membership") {
+		t.Errorf("status during up: stderr %q, want it to start with %q (and stdout only the table):\n%s", errOut, wantMembership, table)
+	}
 
 	body := scrapeUntil(t, mport,
 		`procfleet_server_up{server="api"} 1`, `procfleet_server_up{server="db"} 1`,
@@ -146,6 +161,9 @@ func TestStatusWithAndWithoutUp(t *testing.T) {
 	after := f.statusJSON()
 	if summary(during) != summary(after) {
 		t.Errorf("status during up and without it differ:\nduring:\n%safter:\n%s", summary(during), summary(after))
+	}
+	if _, _, errOut := f.run("status", "-f", f.file); !strings.HasPrefix(errOut, wantMembership) {
+		t.Errorf("status without up: stderr %q, want it to start with %q", errOut, wantMembership)
 	}
 	if s, _ := after.Get("api"); s.Restarts != 1 || s.LastExit == nil {
 		t.Errorf("api without up: restarts %d, last exit %v; want 1 and the SIGKILL (from status.json)", s.Restarts, s.LastExit)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/procfleet/procfleet/actuate"
 	"github.com/procfleet/procfleet/reconciler"
 )
 
@@ -32,7 +33,7 @@ func readyCond(status reconciler.ConditionStatus, reason, msg string, d time.Dur
 func everyPhase() reconciler.Status {
 	return reconciler.Status{
 		Servers: []reconciler.ServerStatus{
-			{Name: "api", Phase: reconciler.PhaseRunning, Ready: true, PID: 4242, Port: 8080, Restarts: 1, StartedAt: ago(3 * time.Hour),
+			{Name: "api", Phase: reconciler.PhaseRunning, Ready: true, PID: 4242, Port: 8080, Restarts: 1, StartedAt: ago(3 * time.Hour), Membership: actuate.MembershipCgroup,
 				Reason: "ready", LastExit: &reconciler.LastExit{Code: 1, Reason: "exited with code 1", At: goldenNow.Add(-3*time.Hour - time.Second)},
 				Conditions: readyCond(reconciler.ConditionTrue, "", "", 3*time.Hour)},
 			{Name: "backup", Phase: reconciler.PhaseStopped, Reason: "exited with code 0", Port: 0,
@@ -42,10 +43,10 @@ func everyPhase() reconciler.Status {
 				Conditions: readyCond(reconciler.ConditionUnknown, "", "", 0)},
 			{Name: "db", Phase: reconciler.PhaseStarting, Port: 5432, Reason: "not running",
 				Conditions: readyCond(reconciler.ConditionFalse, "", "", 2*time.Second)},
-			{Name: "legacy", Phase: reconciler.PhaseQuarantined, PID: 777, Port: 9000, Reason: "UnverifiedOwner",
+			{Name: "legacy", Phase: reconciler.PhaseQuarantined, PID: 777, Port: 9000, Reason: "UnverifiedOwner", Membership: actuate.MembershipSession,
 				Message:    "the record has no start time and cannot prove ownership of pid 777; nothing was signalled; if pid 777 ([\"./legacy\"]) is yours, stop its process group by hand with: kill -TERM -- -777, then remove legacy.json from the state folder's servers/",
 				Conditions: readyCond(reconciler.ConditionFalse, "Quarantined", "", 20*time.Minute)},
-			{Name: "old", Phase: reconciler.PhaseStopping, PID: 5150, Port: 8081, StartedAt: ago(26 * time.Hour), Reason: "removed from the fleet files",
+			{Name: "old", Phase: reconciler.PhaseStopping, PID: 5150, Port: 8081, StartedAt: ago(26 * time.Hour), Reason: "removed from the fleet files", Membership: actuate.MembershipCgroup,
 				Conditions: readyCond(reconciler.ConditionFalse, "Stopped", "removed from the fleet files", time.Second)},
 			{Name: "web", Phase: reconciler.PhaseCrashLoopBackOff, Port: 3000, Restarts: 7,
 				Reason:     "back-off 32s restarting after killed by signal 9 (SIGKILL) (the out-of-memory killer may have ended it)",
@@ -176,6 +177,34 @@ func TestStatusJSONFields(t *testing.T) {
 	}
 	if !strings.Contains(b.String(), `"errors": []`) || !strings.Contains(b.String(), `"servers": []`) {
 		t.Errorf("empty status = %s, want empty lists", b.String())
+	}
+}
+
+// TestMembershipLine: the line under the table names the membership mode
+// of the servers that run (DESIGN.md: status names the mode), and none
+// when nothing runs.
+func TestMembershipLine(t *testing.T) {
+	run := func(name string, pid int, m actuate.MembershipMode) reconciler.ServerStatus {
+		return reconciler.ServerStatus{Name: name, PID: pid, Membership: m}
+	}
+	for _, tt := range []struct {
+		name    string
+		servers []reconciler.ServerStatus
+		want    string
+	}{
+		{"nothing runs", []reconciler.ServerStatus{run("api", 0, "")}, ""},
+		{"all in cgroups", []reconciler.ServerStatus{run("api", 10, actuate.MembershipCgroup), run("db", 11, actuate.MembershipCgroup), run("web", 0, "")},
+			"Membership: cgroup (each server's processes are the members of its own cgroup)"},
+		{"all by session", []reconciler.ServerStatus{run("api", 10, actuate.MembershipSession)},
+			"Membership: session (each server's session and process group, and the processes carrying its instance token; cgroups are not available)"},
+		{"mixed, names sorted", []reconciler.ServerStatus{run("web", 12, actuate.MembershipCgroup), run("db", 11, actuate.MembershipSession), run("api", 10, actuate.MembershipCgroup)},
+			"Membership: cgroup for api, web; session for db"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := membershipLine(tt.servers); got != tt.want {
+				t.Errorf("membershipLine = %q, want %q", got, tt.want)
+			}
+		})
 	}
 }
 

@@ -36,6 +36,9 @@ func watchStatus(ctx context.Context, opts *globalOptions, names []string, forma
 			if err := writeStatus(&b, format, st, now); err != nil {
 				return err
 			}
+			if line := membershipLine(st.Servers); line != "" && format == outputTable {
+				b.WriteString(line + "\n")
+			}
 			fmt.Fprintf(&b, "\nEvery %s: procfleet status (Ctrl-C ends)   %s\n", watchInterval, now.Format("15:04:05"))
 			// Home, then each line over the old one (cleared to its end),
 			// then clear what is left below: no flicker.
@@ -136,13 +139,13 @@ func writeRowsOnly(w io.Writer, names []string, st reconciler.Status, now time.T
 // as a document with its separator.
 func changeDocument(format string, st reconciler.Status) (string, error) {
 	if format == outputJSON {
-		b, err := json.Marshal(st)
+		b, err := json.Marshal(documented(st))
 		if err != nil {
 			return "", fmt.Errorf("status: %w", err)
 		}
 		return string(b) + "\n", nil
 	}
-	b, err := yaml.Marshal(st)
+	b, err := yaml.Marshal(documented(st))
 	if err != nil {
 		return "", fmt.Errorf("status: %w", err)
 	}
