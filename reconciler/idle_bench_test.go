@@ -10,11 +10,12 @@ import (
 )
 
 // BenchmarkResync1000 is what `up` does every resync period while 1,000
-// Ready servers idle, and nothing else wakes it: rotate the logs that are
-// due, list the servers (their records among them), and look at the exit
+// Ready servers idle, and nothing else wakes it: look after the logs
+// folder (rotate the logs that are due, remove those of servers gone for a
+// week: tendLogs), list the servers (their records among them), and look at the exit
 // of each server at rest (enqueueResync), which passes none. Every server
-// is tracked (its process pinned) and has a record and a log file, as
-// under up; the processes are all this benchmark's own. cpu-ms/op is the
+// is tracked (its process pinned) and has a record, a log and an events
+// file, as under up; the processes are all this benchmark's own. cpu-ms/op is the
 // process's CPU for one resync, the figure DESIGN.md's idle target (20 ms
 // per 30 s at 1,000) is made of.
 func BenchmarkResync1000(b *testing.B) { benchResync(b, true) }
@@ -39,6 +40,9 @@ func benchResync(b *testing.B, rest bool) {
 		if err := os.WriteFile(sd.LogPath(n), []byte("listening\n"), 0o600); err != nil {
 			b.Fatal(err)
 		}
+		if err := os.WriteFile(sd.EventsPath(n), []byte("{}\n"), 0o600); err != nil {
+			b.Fatal(err)
+		}
 		h, err := observe.Pin(self)
 		if err != nil {
 			b.Fatal(err)
@@ -55,7 +59,7 @@ func benchResync(b *testing.B, rest bool) {
 	})
 	resync := func() {
 		done := counted(r, &r.passes, uint64(len(names)))
-		r.rotateLogs()
+		r.tendLogs(r.keepCheck())
 		r.enqueueAll()
 		waitOnChanges(b, r, time.Minute, "the resync's passes", done)
 	}
@@ -69,7 +73,7 @@ func benchResync(b *testing.B, rest bool) {
 	for b.Loop() {
 		cpu.start()
 		if rest {
-			r.rotateLogs()
+			r.tendLogs(r.keepCheck())
 			r.enqueueResync()
 		} else {
 			resync()

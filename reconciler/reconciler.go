@@ -856,8 +856,7 @@ func (r *Reconciler) Run(ctx context.Context) error {
 						return
 					}
 					r.log.V(1).Info("Resync")
-					r.rotateLogs()
-					r.removeStaleLogs()
+					r.tendLogs(r.staleCheck())
 					r.enqueueResync()
 				}
 			}

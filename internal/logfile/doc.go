@@ -43,6 +43,7 @@
 //
 // RemoveStale removes the logs and events files of servers that left the
 // fleet once nothing has been written to them for a week.
+// Maintain does both, stale files first, from one listing of the folder.
 //
 // # Reading
 //

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/procfleet/procfleet/internal/safefile"
 )
@@ -81,47 +82,73 @@ func RotateIfLarger(path string, opts Options) (bool, error) {
 
 // RotateDir rotates every *.log in dir that has reached MaxBytes and returns
 // the paths it rotated, in name order. It goes on after an error and returns
-// them joined; a missing dir is no error. The reconciler calls it on each
-// periodic resync, over every server's log: one listing of dir and one stat
-// of each name relative to it (no path walk per log).
+// them joined; a missing dir is no error. It is Maintain without the stale
+// check.
 func RotateDir(dir string, opts Options) ([]string, error) {
+	rotated, _, err := Maintain(dir, opts, nil)
+	return rotated, err
+}
+
+// StaleCheck asks Maintain to remove the files of the servers that left the
+// fleet, as RemoveStale does with the same arguments.
+type StaleCheck struct {
+	Keep func(name string) bool
+	Age  time.Duration
+	Now  time.Time
+}
+
+// Maintain is what the reconciler does to the logs folder dir on each
+// periodic resync, from one listing of it: when stale is not nil, first
+// RemoveStale (the files of a server it removes are not rotated), then
+// RotateDir. It stats each *.log relative to the folder, and each file of a
+// server stale.Keep does not keep; the files of a server kept cost no stat
+// of their own. It returns the paths rotated and removed, each sorted, and
+// the errors joined; a missing dir is no error.
+func Maintain(dir string, opts Options, stale *StaleCheck) (rotated, removed []string, err error) {
 	d, err := os.Open(dir)
 	if errors.Is(err, fs.ErrNotExist) {
-		return nil, nil
+		return nil, nil, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("rotate logs in %s: %w", dir, err)
+		return nil, nil, fmt.Errorf("look after the logs in %s: %w", dir, err)
 	}
 	defer d.Close()
 	names, err := d.Readdirnames(-1)
 	if err != nil {
-		return nil, fmt.Errorf("rotate logs in %s: %w", dir, err)
+		return nil, nil, fmt.Errorf("look after the logs in %s: %w", dir, err)
 	}
-	var rotated []string
 	var errs []error
+	var gone map[string]bool // servers whose files were removed
+	if stale != nil {
+		removed, gone, err = removeStaleIn(d, dir, names, stale)
+		if err != nil {
+			errs = append(errs, err)
+		}
+	}
 	for _, name := range names {
-		if !strings.HasSuffix(name, logExt) {
+		server, isLog := strings.CutSuffix(name, logExt)
+		if !isLog || gone[server] {
 			continue
 		}
-		size, regular, err := sizeAt(d, name)
+		st, err := statIn(d, name)
 		if errors.Is(err, fs.ErrNotExist) {
 			continue // removed since the listing
 		}
-		p := filepath.Join(dir, name)
 		if err != nil {
-			errs = append(errs, fmt.Errorf("rotate log %s: %w", p, err))
+			errs = append(errs, fmt.Errorf("rotate log %s: %w", filepath.Join(dir, name), err))
 			continue
 		}
-		if !regular || size < opts.maxBytes() {
+		if !st.regular || st.size < opts.maxBytes() {
 			continue
 		}
+		p := filepath.Join(dir, name)
 		rotated = append(rotated, p)
 		if err := Rotate(p, opts); err != nil {
 			errs = append(errs, err)
 		}
 	}
 	slices.Sort(rotated)
-	return rotated, errors.Join(errs...)
+	return rotated, removed, errors.Join(errs...)
 }
 
 // Rotate copies the log at path to <path>.1.tmp, cuts what it copied from
@@ -275,4 +302,11 @@ func Files(path string, opts Options) []string {
 		files = append(files, path)
 	}
 	return files
+}
+
+// fileStat is what Maintain reads of a file of the logs folder.
+type fileStat struct {
+	size    int64
+	mtime   time.Time
+	regular bool
 }

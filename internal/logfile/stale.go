@@ -29,28 +29,41 @@ const DefaultStaleAge = 7 * 24 * time.Hour
 // joined. The caller is the state folder's lock holder (up's rotation
 // pass).
 func RemoveStale(dir string, keep func(name string) bool, age time.Duration, now time.Time) ([]string, error) {
-	if age <= 0 {
-		age = DefaultStaleAge
-	}
-	entries, err := os.ReadDir(dir)
+	d, err := os.Open(dir)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}
 	if err != nil {
 		return nil, fmt.Errorf("remove stale logs in %s: %w", dir, err)
 	}
+	defer d.Close()
+	names, err := d.Readdirnames(-1)
+	if err != nil {
+		return nil, fmt.Errorf("remove stale logs in %s: %w", dir, err)
+	}
+	removed, _, err := removeStaleIn(d, dir, names, &StaleCheck{Keep: keep, Age: age, Now: now})
+	return removed, err
+}
+
+// removeStaleIn is RemoveStale over names, the listing of the folder d at
+// dir. It also returns the servers whose files it removed.
+func removeStaleIn(d *os.File, dir string, names []string, sc *StaleCheck) (removed []string, gone map[string]bool, err error) {
+	age := sc.Age
+	if age <= 0 {
+		age = DefaultStaleAge
+	}
 	type server struct {
 		files  []string
 		newest time.Time
 	}
 	byName := map[string]*server{}
-	for _, e := range entries {
-		name, ok := serverOf(e.Name())
-		if !ok || keep(name) {
+	for _, fname := range names {
+		name, ok := serverOf(fname)
+		if !ok || sc.Keep(name) {
 			continue
 		}
-		fi, err := e.Info()
-		if err != nil || !fi.Mode().IsRegular() {
+		st, err := statIn(d, fname)
+		if err != nil || !st.regular {
 			continue // gone meanwhile, or not ours to remove
 		}
 		s := byName[name]
@@ -58,17 +71,20 @@ func RemoveStale(dir string, keep func(name string) bool, age time.Duration, now
 			s = &server{}
 			byName[name] = s
 		}
-		s.files = append(s.files, filepath.Join(dir, e.Name()))
-		if fi.ModTime().After(s.newest) {
-			s.newest = fi.ModTime()
+		s.files = append(s.files, filepath.Join(dir, fname))
+		if st.mtime.After(s.newest) {
+			s.newest = st.mtime
 		}
 	}
-	var removed []string
 	var errs []error
-	for _, s := range byName {
-		if now.Sub(s.newest) < age {
+	for name, s := range byName {
+		if sc.Now.Sub(s.newest) < age {
 			continue
 		}
+		if gone == nil {
+			gone = map[string]bool{}
+		}
+		gone[name] = true
 		for _, p := range s.files {
 			if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
 				errs = append(errs, fmt.Errorf("remove stale log %s: %w", p, err))
@@ -78,18 +94,18 @@ func RemoveStale(dir string, keep func(name string) bool, age time.Duration, now
 		}
 	}
 	sort.Strings(removed)
-	return removed, errors.Join(errs...)
+	return removed, gone, errors.Join(errs...)
 }
 
 // serverOf returns the server a file of the logs folder belongs to: a
 // server's name is a DNS label (no dot), followed by one of the suffixes
 // the logs folder holds.
 func serverOf(file string) (string, bool) {
-	name, rest, ok := strings.Cut(file, ".")
+	name, _, ok := strings.Cut(file, ".")
 	if !ok || name == "" {
 		return "", false
 	}
-	rest = "." + rest
+	rest := file[len(name):] // from the dot on
 	switch {
 	case rest == logExt, rest == eventsExt:
 		return name, true

@@ -3,6 +3,7 @@ package logfile
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -95,5 +96,72 @@ func TestRemoveStale(t *testing.T) {
 	}
 	if removed, err := RemoveStale(filepath.Join(dir, "none"), keep, 0, now); removed != nil || err != nil {
 		t.Errorf("a missing folder: %v, %v", removed, err)
+	}
+}
+
+// TestMaintain: one look at the folder removes the files of a stale server
+// (its log, over the limit, is not rotated first) and rotates the kept
+// server's log that reached the limit; without a StaleCheck nothing is
+// removed.
+func TestMaintain(t *testing.T) {
+	dir := t.TempDir()
+	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	old := now.Add(-DefaultStaleAge - time.Minute)
+	big := strings.Repeat("x", 99) + "\n"
+	for name, content := range map[string]string{"gone.log": big, "gone.events.jsonl": "{}\n", "api.log": big, "api.events.jsonl": "{}\n", "small.log": "x\n"} {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chtimes(p, old, old); err != nil {
+			t.Fatal(err)
+		}
+	}
+	opts := Options{MaxBytes: 100, Keep: 1}
+
+	rotated, removed, err := Maintain(dir, opts, nil)
+	if err != nil {
+		t.Fatalf("Maintain without a stale check: %v", err)
+	}
+	wantRotated := []string{filepath.Join(dir, "api.log"), filepath.Join(dir, "gone.log")}
+	if diff := cmp.Diff(wantRotated, rotated); diff != "" || removed != nil {
+		t.Errorf("without a stale check: rotated (-want +got):\n%s; removed %v, want none", diff, removed)
+	}
+
+	for _, name := range []string{"api.log", "gone.log"} { // over the limit again
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(big), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, name := range []string{"gone.log", "gone.log.1", "gone.events.jsonl"} {
+		if err := os.Chtimes(filepath.Join(dir, name), old, old); err != nil {
+			t.Fatal(err)
+		}
+	}
+	keep := func(name string) bool { return name == "api" || name == "small" }
+	rotated, removed, err = Maintain(dir, opts, &StaleCheck{Keep: keep, Now: now})
+	if err != nil {
+		t.Fatalf("Maintain: %v", err)
+	}
+	if diff := cmp.Diff([]string{filepath.Join(dir, "api.log")}, rotated); diff != "" {
+		t.Errorf("rotated (-want +got):\n%s", diff)
+	}
+	var wantRemoved []string
+	for _, n := range []string{"gone.events.jsonl", "gone.log", "gone.log.1"} {
+		wantRemoved = append(wantRemoved, filepath.Join(dir, n))
+	}
+	if diff := cmp.Diff(wantRemoved, removed); diff != "" {
+		t.Errorf("removed (-want +got):\n%s", diff)
+	}
+	left, _ := os.ReadDir(dir)
+	var names []string
+	for _, e := range left {
+		names = append(names, e.Name())
+	}
+	if diff := cmp.Diff([]string{"api.events.jsonl", "api.log", "api.log.1", "small.log"}, names); diff != "" {
+		t.Errorf("left in the folder (-want +got):\n%s", diff)
+	}
+	if rotated, removed, err := Maintain(filepath.Join(dir, "none"), opts, &StaleCheck{Keep: keep, Now: now}); rotated != nil || removed != nil || err != nil {
+		t.Errorf("a missing folder: %v, %v, %v", rotated, removed, err)
 	}
 }
