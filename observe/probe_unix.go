@@ -9,9 +9,12 @@ import (
 
 // setProbeGroup runs an exec probe in its own process group and makes the
 // context's cancel kill the whole group, so that a probe script's children
-// do not outlive its timeout.
+// do not outlive its timeout. Where the kernel can, the probe also dies
+// with procfleet (dieWithParent): a probe left running by an up killed
+// with -9 would have nobody left to enforce its timeout.
 func setProbeGroup(cmd *exec.Cmd) {
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	dieWithParent(cmd.SysProcAttr)
 	cmd.Cancel = func() error {
 		return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 	}
