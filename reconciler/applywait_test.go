@@ -223,6 +223,11 @@ func TestApplyWaitProgramCannotRun(t *testing.T) {
 			if s.Phase != PhaseFailed || s.LastExit == nil || !strings.Contains(s.LastExit.Reason, tt.want) || strings.Contains(s.Reason, "fork/exec") {
 				t.Errorf("api: %s, last exit %+v; want Failed saying %q, not fork/exec", PhaseSummary(s), s.LastExit, tt.want)
 			}
+			// A program that cannot run is tried once: a second try
+			// would find it the same, and it never "exited".
+			if s.Restarts != 0 || strings.Contains(s.Reason, "exited") {
+				t.Errorf("api: restarts %d, reason %q; want one try, no exit named", s.Restarts, s.Reason)
+			}
 		})
 	}
 }

@@ -159,6 +159,9 @@ type Observed struct {
 	// Daemonized: the last start failed because the server daemonized
 	// (Exit says how).
 	Daemonized bool
+	// NotRunnable: the last start failed because its program could not be
+	// executed (not found, not executable; Exit says why).
+	NotRunnable bool
 	// Lifted is set when an UntrustedRecord quarantine has nothing left to
 	// protect (why, for the event); the server is then not running.
 	Lifted string
@@ -411,6 +414,13 @@ func planNotRunning(a Action, name string, d Desired, o Observed, desired map[st
 				a.Kind, a.Phase, a.Reason = ActionNothing, PhaseStopped, o.Exit.Reason
 				return a
 			}
+		}
+		if d.OneShot && o.NotRunnable {
+			// apply gives up at once on a program that cannot be
+			// executed: a second try finds it missing again. (up retries
+			// with backoff: a build may yet put it there.)
+			a.Kind, a.Phase, a.Reason = ActionNothing, PhaseFailed, o.Exit.Reason
+			return a
 		}
 		if d.OneShot && (o.ExitAfterReady || o.ExitsBeforeReady >= 2) {
 			// apply gives up: a second exit before Ready, or an exit

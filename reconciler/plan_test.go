@@ -25,6 +25,7 @@ func want(name string, kind ActionKind, phase Phase, reason string) Action {
 
 func TestPlanServer(t *testing.T) {
 	exit1 := &LastExit{Code: 1, Reason: "exited with code 1"}
+	notFound := &LastExit{Code: -1, Reason: "program ./bin/api not found in workingDir /repo"}
 	exit0 := &LastExit{Code: 0, Reason: "exited with code 0"}
 	killed := &LastExit{Code: -1, Signal: "SIGKILL", Reason: "killed by signal 9 (SIGKILL)"}
 	daemonized := &LastExit{Code: 0, Reason: "daemonized: its first process exited with code 0 before it was ready and left pid 7 (nginx: master process nginx) running in the background"}
@@ -203,6 +204,20 @@ func TestPlanServer(t *testing.T) {
 			observed: map[string]Observed{"api": {Exit: exit1, ExitHash: "h1", ExitsBeforeReady: 2}},
 			server:   "api",
 			want:     want("api", ActionNothing, PhaseFailed, "exited with code 1; exited twice before it was Ready"),
+		},
+		{
+			name:     "apply: program cannot be executed => Failed at once, no second try",
+			desired:  map[string]Desired{"api": {Server: srv("api", spec.RestartAlways), Hash: "h1", OneShot: true}},
+			observed: map[string]Observed{"api": {Exit: notFound, ExitHash: "h1", ExitsBeforeReady: 1, NotRunnable: true}},
+			server:   "api",
+			want:     want("api", ActionNothing, PhaseFailed, "program ./bin/api not found in workingDir /repo"),
+		},
+		{
+			name:     "up: program cannot be executed => restart (a build may put it there)",
+			desired:  one("api", spec.RestartAlways),
+			observed: map[string]Observed{"api": {Exit: notFound, ExitHash: "h1", ExitsBeforeReady: 1, NotRunnable: true}},
+			server:   "api",
+			want:     want("api", ActionStart, PhaseStarting, "restarting after program ./bin/api not found in workingDir /repo"),
 		},
 		{
 			name:     "apply: exit after Ready => Failed",

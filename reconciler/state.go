@@ -50,6 +50,9 @@ type state struct {
 	restartRule string
 	// exitDaemonized: the last failed start daemonized.
 	exitDaemonized bool
+	// exitNotRunnable: the last failed start could not execute the
+	// program (not found, not executable).
+	exitNotRunnable bool
 
 	// starting: spawned, readiness awaited off the worker.
 	starting   bool
@@ -354,6 +357,9 @@ type exitInput struct {
 	pid int
 	// daemonized: the start failed because the server daemonized.
 	daemonized bool
+	// notRunnable: the start failed because the program could not be
+	// executed.
+	notRunnable bool
 }
 
 // startFailed: the start ended without a Ready process (it exited, timed
@@ -401,6 +407,7 @@ func (s *state) recordExit(in exitInput) {
 	s.restartAt = in.exit.At.Add(in.restart.Delay)
 	s.restartRule = in.restart.Rule
 	s.exitDaemonized = in.daemonized
+	s.exitNotRunnable = in.notRunnable
 }
 
 // adopt: an owned process found from its record is watched from now on.

@@ -367,6 +367,7 @@ func (r *Reconciler) observe(ctx context.Context, s *server, d Desired) (observa
 	if st.exitPending {
 		o.Exit, o.ExitHash, o.ExitAfterReady, o.RestartRule = st.lastExit, st.exitHash, st.lastExitAfterReady, st.restartRule
 		o.Daemonized = st.exitDaemonized
+		o.NotRunnable = st.exitNotRunnable
 		if rem := st.restartAt.Sub(r.clock.Now()); rem > 0 {
 			o.BackoffRemaining = rem
 		}
@@ -988,14 +989,17 @@ func (r *Reconciler) startFailed(s *server, d Desired, err error) error {
 			return st.quarantined(s.name, quarantineInput{reason: ReasonPortConflict, message: msg, holder: holder}, now)
 		})
 	}
-	why := startFailureReason(se, d)
+	why, notRunnable := programFailure(se.Err, d)
+	if !notRunnable {
+		why = startFailureReason(se, d)
+	}
 	le := &LastExit{Code: se.ExitCode, Signal: se.Signal, Reason: why, At: now}
 	r.mu.Lock()
 	restart := r.backoff.After(s.st.crashes, 0)
 	r.mu.Unlock()
 	s.exitSeq++
 	cerr := r.change(s, func(st *state) ([]Event, error) {
-		return st.startFailed(s.name, exitInput{exit: le, hash: d.Hash, restart: restart, logTail: strings.Join(se.LogTail, "\n"), daemonized: se.Reason == actuate.ReasonDaemonized})
+		return st.startFailed(s.name, exitInput{exit: le, hash: d.Hash, restart: restart, logTail: strings.Join(se.LogTail, "\n"), daemonized: se.Reason == actuate.ReasonDaemonized, notRunnable: notRunnable})
 	})
 	r.queue.Add(s.name)
 	return cerr

@@ -34,8 +34,9 @@ declared state: it adopts what its records prove it owns, starts what is
 missing (dependencies first, after they are Ready), replaces what changed and
 stops what was removed. A server that exits before it is Ready gets one
 immediate restart; a second exit before Ready, or an exit after it was Ready,
-makes it Failed, reported with its exit and log tail. The servers stay
-running when it exits.
+makes it Failed, reported with its exit and log tail; a program that cannot
+be executed (not found, not executable) is Failed at its first try. The
+servers stay running when it exits.
 
 While 'procfleet up' runs on the state folder, apply asks it, through its
 socket, to re-read the files and converge (which also lifts a 'down' that
