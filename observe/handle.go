@@ -216,3 +216,21 @@ func (h *Handle) removeWatcher(w *ExitWatcher) {
 	defer h.mu.Unlock()
 	delete(h.watchers, w)
 }
+
+// ExitedAll sets exited[i] to hs[i].Exited() for every handle of hs (exited
+// is at least as long as hs). On Linux one poll(2) asks about up to
+// exitPollBatch pidfds at once, each held open for the call as Exited holds
+// its own (a closed handle reports false, as Exited does); elsewhere it asks
+// each handle in turn.
+func ExitedAll(hs []*Handle, exited []bool) {
+	exited = exited[:len(hs)]
+	for i, h := range hs {
+		exited[i] = h.exitedSeen.Load()
+	}
+	sysExitedAll(hs, exited)
+	for i, h := range hs {
+		if exited[i] {
+			h.exitedSeen.Store(true)
+		}
+	}
+}

@@ -135,3 +135,13 @@ func (h *Handle) Signal(sig syscall.Signal) error {
 func (h *Handle) SignalGroup(sig syscall.Signal) error {
 	return fmt.Errorf("signal %v to the group of pid %d: %w", sig, h.pid, ErrNotSupported)
 }
+
+// sysExitedAll is ExitedAll's look at the handles not known to have
+// exited: one at a time.
+func sysExitedAll(hs []*Handle, exited []bool) {
+	for i, h := range hs {
+		if !exited[i] {
+			exited[i] = h.Exited()
+		}
+	}
+}

@@ -120,6 +120,82 @@ func (h *Handle) sysExited() bool {
 	return exited
 }
 
+// exitPollBatch is how many pidfds one poll(2) of ExitedAll asks about: a
+// syscall for every 64 handles, and at most 64 nested holds of a
+// descriptor on the stack.
+const exitPollBatch = 64
+
+// sysExitedAll is ExitedAll's look at the handles not known to have exited
+// (exited[i] false): pidfd handles by batches of exitPollBatch in one
+// poll(2), the others one at a time.
+func sysExitedAll(hs []*Handle, exited []bool) {
+	var b exitBatch
+	for i, h := range hs {
+		if exited[i] {
+			continue
+		}
+		if h.mode != PinPidfd {
+			exited[i] = h.Exited()
+			continue
+		}
+		b.hs[b.n], b.at[b.n] = h, i
+		if b.n++; b.n == exitPollBatch {
+			b.poll(exited)
+		}
+	}
+	if b.n > 0 {
+		b.poll(exited)
+	}
+}
+
+// exitBatch is up to exitPollBatch pidfd handles, and their indices in
+// ExitedAll's arguments.
+type exitBatch struct {
+	n   int
+	hs  [exitPollBatch]*Handle
+	at  [exitPollBatch]int
+	fds [exitPollBatch]unix.PollFd
+}
+
+// poll asks about the batch's handles in one poll(2), sets exited at their
+// indices, and empties the batch. Each descriptor is held (Control) from
+// before the call until after it, so that a Close meanwhile cannot hand its
+// number to another file: hold(k) holds the k-th and the rest, nested.
+func (b *exitBatch) poll(exited []bool) {
+	b.hold(0)
+	for k := range b.n {
+		if b.fds[k].Fd >= 0 && b.fds[k].Revents&(unix.POLLIN|unix.POLLHUP) != 0 {
+			exited[b.at[k]] = true
+		}
+		b.hs[k] = nil
+	}
+	b.n = 0
+}
+
+func (b *exitBatch) hold(k int) {
+	if k == b.n {
+		for {
+			_, err := unix.Poll(b.fds[:b.n], 0)
+			if err != unix.EINTR {
+				if err != nil {
+					for i := range b.n {
+						b.fds[i].Revents = 0
+					}
+				}
+				return
+			}
+		}
+	}
+	b.fds[k] = unix.PollFd{Fd: -1, Events: unix.POLLIN} // a negative fd is skipped by poll
+	held := b.hs[k].control(func(fd int) {
+		b.fds[k].Fd = int32(fd)
+		b.hold(k + 1)
+	})
+	if held != nil { // closed: Control did not run, go on without it
+		b.hold(k + 1)
+	}
+}
+
 // pollIn polls fd for POLLIN for up to d (0: do not block).
 func pollIn(fd int, d time.Duration) bool {
 	fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}

@@ -63,3 +63,13 @@ func ScanProcesses(ScanOptions) ([]ProcEntry, error) { return nil, errOS }
 
 // Env is not supported on this GOOS.
 func (h *Handle) Env(string) (string, bool, error) { return "", false, errOS }
+
+// sysExitedAll is ExitedAll's look at the handles not known to have
+// exited: one at a time.
+func sysExitedAll(hs []*Handle, exited []bool) {
+	for i, h := range hs {
+		if !exited[i] {
+			exited[i] = h.Exited()
+		}
+	}
+}

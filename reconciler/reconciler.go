@@ -202,10 +202,10 @@ type Reconciler struct {
 	dependents map[string][]string
 
 	// desiredGen counts the fleets installed (setDesired) and resyncs the
-	// periodic resyncs done, guarded by mu; quietBuf is the resync's
+	// periodic resyncs done, guarded by mu; resyncBuf is the resync's
 	// scratch (enqueueResync, one caller).
 	desiredGen, resyncs uint64
-	quietBuf            []quietServer
+	resyncBuf           resyncScratch
 }
 
 // server is the reconciler's memory of one server.
@@ -606,10 +606,19 @@ func (r *Reconciler) addListed(set map[string]bool, recorded []string, errs []er
 	for _, n := range recorded {
 		set[n] = true
 	}
+	for _, n := range r.postListed(nil, errs) {
+		set[n] = true
+	}
+}
+
+// postListed posts each untrusted or foreign record of a recordNames call's
+// errors to its server, logs the other errors, and appends to dst the
+// servers of the untrusted ones.
+func (r *Reconciler) postListed(dst []string, errs []error) []string {
 	for _, err := range errs {
 		var ue *actuate.UntrustedRecordError
 		if errors.As(err, &ue) {
-			set[ue.Name] = true
+			dst = append(dst, ue.Name)
 			r.post(ue.Name, post{kind: postUntrusted, untrusted: ue})
 			continue
 		}
@@ -620,13 +629,20 @@ func (r *Reconciler) addListed(set map[string]bool, recorded []string, errs []er
 		}
 		r.log.Error(err, "Cannot read a record")
 	}
+	return dst
 }
 
 // recordNames lists the servers that have a record: through recScan (only
 // changed records read) on a state folder, else every record read.
 func (r *Reconciler) recordNames() (names []string, errs []error) {
+	return r.recordNamesInto(nil)
+}
+
+// recordNamesInto is recordNames appending the names to dst.
+func (r *Reconciler) recordNamesInto(dst []string) (names []string, errs []error) {
+	names = dst
 	if sd, ok := r.records.(*actuate.StateDir); ok {
-		return r.recScan.names(sd)
+		return r.recScan.names(sd, dst)
 	}
 	recs, errs := r.records.Records()
 	for _, rec := range recs {

@@ -28,6 +28,8 @@ type recordScan struct {
 	// standalone down, which reads each record again to stop it).
 	keep bool
 	kept map[string]keptRecord
+	// seen is names' scratch, empty between scans.
+	seen map[string]bool
 }
 
 // keptRecord is a record as names read it, with the key taken before.
@@ -44,22 +46,27 @@ type fileKey struct {
 	mode       uint32
 }
 
-// names returns the names of the records in sd's servers folder, and the
-// errors of the records that could not be read (*UntrustedRecordError for
-// one moved aside), as Records reports them.
-func (rs *recordScan) names(sd *actuate.StateDir) (names []string, errs []error) {
+// names appends to dst the names of the records in sd's servers folder,
+// and returns the errors of the records that could not be read
+// (*UntrustedRecordError for one moved aside), as Records reports them.
+func (rs *recordScan) names(sd *actuate.StateDir, dst []string) (names []string, errs []error) {
+	names = dst
 	d, err := os.Open(filepath.Dir(sd.RecordPath("x")))
 	if err != nil {
-		return fullScan(sd)
+		return fullScan(sd, dst)
 	}
 	defer d.Close()
 	fnames, err := d.Readdirnames(-1)
 	if err != nil {
-		return fullScan(sd)
+		return fullScan(sd, dst)
 	}
 	rs.mu.Lock()
 	defer rs.mu.Unlock()
-	seen := make(map[string]bool, len(fnames))
+	if rs.seen == nil {
+		rs.seen = make(map[string]bool, len(fnames))
+	}
+	seen := rs.seen // kept between scans: clear keeps its room
+	defer clear(seen)
 	for _, fname := range fnames {
 		if strings.HasPrefix(fname, ".") || !strings.HasSuffix(fname, ".json") {
 			continue
@@ -90,7 +97,7 @@ func (rs *recordScan) names(sd *actuate.StateDir) (names []string, errs []error)
 				// Not a server's name, or the folder failing: Records
 				// deals with each (it moves a misnamed file aside).
 				rs.trusted = nil
-				return fullScan(sd)
+				return fullScan(sd, dst)
 			}
 			continue
 		}
@@ -181,8 +188,9 @@ func (r *Reconciler) ownRecordWritten(name string) {
 	}
 }
 
-// fullScan is Records, reduced to the names.
-func fullScan(sd *actuate.StateDir) (names []string, errs []error) {
+// fullScan is Records, reduced to the names appended to dst.
+func fullScan(sd *actuate.StateDir, dst []string) (names []string, errs []error) {
+	names = dst
 	recs, errs := sd.Records()
 	for _, rec := range recs {
 		names = append(names, rec.Name)

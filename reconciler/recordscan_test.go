@@ -20,7 +20,7 @@ func TestRecordScan(t *testing.T) {
 	var rs recordScan
 	scan := func(wantNames []string, wantUntrusted ...string) {
 		t.Helper()
-		names, errs := rs.names(sd)
+		names, errs := rs.names(sd, nil)
 		slices.Sort(names)
 		if !slices.Equal(names, wantNames) {
 			t.Errorf("names %v, want %v", names, wantNames)
@@ -89,7 +89,7 @@ func TestRecordScan(t *testing.T) {
 	if err := os.WriteFile(bad, data, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	names, errs := rs.names(sd)
+	names, errs := rs.names(sd, nil)
 	if !slices.Equal(names, []string{"cache"}) || len(errs) != 1 {
 		t.Errorf("with a misnamed file: names %v, errors %v; want [cache] and one error", names, errs)
 	}
@@ -123,7 +123,7 @@ func TestRecordScanLearnsOwnWrites(t *testing.T) {
 	if len(learned) != 2 {
 		t.Fatalf("keys learned for %v, want api and web", learned)
 	}
-	names, errs := rs.names(sd)
+	names, errs := rs.names(sd, nil)
 	slices.Sort(names)
 	if !slices.Equal(names, []string{"api", "web"}) || len(errs) > 0 {
 		t.Errorf("names %v, errors %v; want [api web], none", names, errs)
@@ -142,7 +142,7 @@ func TestRecordScanLearnsOwnWrites(t *testing.T) {
 	if err := os.WriteFile(sd.RecordPath("web"), []byte(strings.Repeat("x", len(data))), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	names, errs = rs.names(sd)
+	names, errs = rs.names(sd, nil)
 	var ue *actuate.UntrustedRecordError
 	if !slices.Equal(names, []string{"api"}) || len(errs) != 1 || !errors.As(errs[0], &ue) || ue.Name != "web" || ue.MovedTo == "" {
 		t.Errorf("after web was written over: names %v, errors %v; want [api] and web untrusted, moved aside", names, errs)
@@ -164,13 +164,13 @@ func TestRecordScanLearnsOwnWrites(t *testing.T) {
 func TestRecordScanTake(t *testing.T) {
 	sd := stateWithRecords(t, "api", "web", "worker")
 	var plain recordScan
-	plain.names(sd)
+	plain.names(sd, nil)
 	if _, ok := plain.take(sd, "api"); ok {
 		t.Error("a scan without keep kept a record")
 	}
 
 	rs := recordScan{keep: true}
-	if names, errs := rs.names(sd); len(names) != 3 || len(errs) != 0 {
+	if names, errs := rs.names(sd, nil); len(names) != 3 || len(errs) != 0 {
 		t.Fatalf("names %v, errors %v", names, errs)
 	}
 	rec, ok := rs.take(sd, "api")
@@ -217,7 +217,7 @@ func BenchmarkStopRecordRead(b *testing.B) {
 		for b.Loop() {
 			b.StopTimer()
 			rs := recordScan{keep: true}
-			rs.names(sd)
+			rs.names(sd, nil)
 			b.StartTimer()
 			if _, ok := rs.take(sd, "api"); !ok {
 				b.Fatal("not taken")

@@ -1,6 +1,10 @@
 package reconciler
 
-import "github.com/procfleet/procfleet/observe"
+import (
+	"slices"
+
+	"github.com/procfleet/procfleet/observe"
+)
 
 // A periodic resync is the backstop of the events, not their replacement:
 // it must catch a process that exited unseen, a record changed or moved in
@@ -10,8 +14,9 @@ import "github.com/procfleet/procfleet/observe"
 // the tracked process's exit and nothing on disk, so the resync does not
 // queue it, and costs no pass per idle server (the 1,000 passes were a
 // quarter of an idle resync's CPU at 1,000). What it still does for each:
-//   - its exit: one non-blocking look at its pin (Handle.Exited), and a
-//     pass at once if it has exited, as every pass did;
+//   - its exit: a non-blocking look at its pin (observe.ExitedAll, which
+//     asks about 64 pidfds in one poll(2)), and a pass at once if it has
+//     exited, as every pass did;
 //   - its record: the scan of names (recordScan) reads every record that
 //     changed, moves aside an untrusted or foreign one and posts it to its
 //     server, which queues a pass, as before.
@@ -37,36 +42,57 @@ func (r *Reconciler) restLocked(s *server, a Action, res Result, err error, req 
 		st.quarantine == nil && st.untrusted == nil && st.portHolder == ""
 }
 
-// quietServer is a server at rest when a resync began, and its pin.
-type quietServer struct {
-	name string
-	pin  *observe.Handle
+// resyncScratch is enqueueResync's memory, kept from one resync to the
+// next so that a resync over an idle fleet allocates little: the names of
+// the records, the servers to pass, and the servers at rest with their
+// pins and what the look at them found.
+type resyncScratch struct {
+	recorded, busy, quiet []string
+	pins                  []*observe.Handle
+	exited                []bool
 }
 
 // enqueueResync marks dirty, for a periodic resync, every server but those
-// at rest whose process has not exited (see above).
+// at rest whose process has not exited (see above): every server declared,
+// remembered, or with a record (names' set, without its sort and copy).
 func (r *Reconciler) enqueueResync() {
-	names := r.names()
-	quiet, busy := r.quietBuf[:0], names[:0] // busy reuses names: it never runs ahead
+	b := &r.resyncBuf
+	recorded, errs := r.recordNamesInto(b.recorded[:0])
+	b.recorded = recorded
+	busy := r.postListed(b.busy[:0], errs) // untrusted: posted, and passed
+	quiet, pins := b.quiet[:0], b.pins[:0]
 	r.mu.Lock()
-	for _, n := range names {
-		if s := r.servers[n]; s != nil && s.rest != nil && s.restGen == r.desiredGen {
-			quiet = append(quiet, quietServer{n, s.rest})
+	for n, s := range r.servers {
+		if s.rest != nil && s.restGen == r.desiredGen {
+			quiet, pins = append(quiet, n), append(pins, s.rest)
 		} else {
+			busy = append(busy, n)
+		}
+	}
+	for n := range r.desired {
+		if r.servers[n] == nil {
+			busy = append(busy, n)
+		}
+	}
+	for _, n := range recorded {
+		if _, declared := r.desired[n]; !declared && r.servers[n] == nil {
 			busy = append(busy, n)
 		}
 	}
 	r.resyncs++
 	r.mu.Unlock()
+	slices.Sort(busy)
 	for _, n := range busy {
-		r.queue.Add(n)
+		r.queue.Add(n) // a name twice is queued once
 	}
-	for i, q := range quiet {
-		if q.pin.Exited() {
-			r.queue.Add(q.name)
+	exited := slices.Grow(b.exited[:0], len(pins))[:len(pins)]
+	observe.ExitedAll(pins, exited)
+	for i, n := range quiet {
+		if exited[i] {
+			r.queue.Add(n)
 		}
-		quiet[i] = quietServer{} // keep no pin alive in the buffer
 	}
-	r.quietBuf = quiet[:0]
+	clear(pins) // keep no pin alive in the scratch
+	b.busy, b.quiet, b.pins, b.exited = busy[:0], quiet[:0], pins[:0], exited[:0]
 	r.notifyChange()
 }

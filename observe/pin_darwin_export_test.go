@@ -1,0 +1,5 @@
+//go:build darwin
+
+package observe
+
+const exitPollBatchForTest = 64
