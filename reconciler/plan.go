@@ -346,8 +346,19 @@ func dependsOnServer(deps []string, name string) bool {
 
 func planRunning(a Action, d Desired, o Observed) Action {
 	if d.Restart {
+		if d.replicaOf() != "" && !o.Tracked {
+			// Its readiness decides its turn in the rolling restart, which
+			// is still asked for (Rolling: the adoption does not carry the
+			// request out).
+			a.Kind, a.Phase, a.Reason, a.Rolling = ActionAdopt, PhaseRunning, "adopted: record proves ownership; a rolling restart follows", true
+			return a
+		}
 		if why := rollingWait(d, o); why != "" {
-			a.Kind, a.Reason, a.Rolling = ActionWait, why, true // a restart of api rolls
+			// A restart of api rolls; its readiness still counts while it
+			// waits, as in a rolling replace.
+			rd := planReadiness(Action{}, d, o)
+			a.Kind, a.Reason, a.Rolling = ActionWait, why, true
+			a.CountReady, a.RequeueAfter = rd.CountReady, rd.RequeueAfter
 			return a
 		}
 		a.Kind, a.Phase, a.Reason, a.Fresh = ActionReplace, PhaseStopping, reasonRestartRequested, true

@@ -488,3 +488,57 @@ func TestReplicasRestartRolls(t *testing.T) {
 		t.Errorf("restart api-1: pids %v -> %v; want only api-1's to change", before, after)
 	}
 }
+
+// TestReplicasRestartWithoutUp: restart api with no up running (the CLI's
+// Act on a reconciler of its own) adopts the replicas, then rolls them in
+// index order, at least two of three Ready throughout. Before, each
+// adopted replica waited for the others' readiness, which nothing
+// checked, until the timeout.
+func TestReplicasRestartWithoutUp(t *testing.T) {
+	f := newTestFleet(t)
+	base := testserver.FreePortRange(t, 3)
+	n := 3
+	f.add(&testSpec{name: "api", port: base, replicas: &n})
+	f.write()
+	names := instances("api", 3)
+	st, err := converge(t, f, true)
+	if err != nil {
+		t.Fatalf("Converge: %v", err)
+	}
+	old := pidsOf(st, names...)
+
+	var ev events
+	r, err := New(Config{Files: []string{f.file}, StateDir: f.state, Log: testr.New(t), OneShot: true, ResyncPeriod: -1, OnEvent: ev.add})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sampler := sampleReady(r, names, 2)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	st, err = r.Act(ctx, VerbRestart, []string{"api"}, true)
+	samples, lowest, at := sampler.end()
+	if err != nil {
+		t.Fatalf("restart api without up: %v", err)
+	}
+	for _, name := range names {
+		if s, _ := st.Get(name); !s.Ready || s.PID == 0 || s.PID == old[name] {
+			t.Errorf("%s after restart api: %+v; want Ready with a new pid (was %d)", name, s, old[name])
+		}
+		if ev.count(name, ReasonAdopted) != 1 || ev.count(name, ReasonReplacing) != 1 || len(f.starts(name)) != 2 {
+			t.Errorf("%s: %d Adopted, %d Replacing events, %d starts; want 1, 1, 2",
+				name, ev.count(name, ReasonAdopted), ev.count(name, ReasonReplacing), len(f.starts(name)))
+		}
+	}
+	if lowest < 2 || samples == 0 {
+		t.Errorf("only %d of 3 replicas Ready during restart api without up (of %d samples), at:\n%s", lowest, samples, at)
+	}
+	var order []string
+	for _, e := range ev.all() {
+		if e.Reason == ReasonReplacing {
+			order = append(order, e.Server)
+		}
+	}
+	if strings.Join(order, " ") != "api-0 api-1 api-2" {
+		t.Errorf("restart api without up replaced in the order %v, want api-0 api-1 api-2", order)
+	}
+}

@@ -165,6 +165,21 @@ func TestRollingReplace(t *testing.T) {
 			got.Kind, got.Reason, got.CountReady)
 	}
 
+	// restart api with replicas this reconciler does not track yet (no up
+	// ran it): each is adopted first, and the adoption keeps the restart
+	// asked of it pending (its readiness then decides its turn).
+	restart := replicated(3)
+	for n, rd := range restart {
+		rd.Restart = true
+		restart[n] = rd
+	}
+	untracked := oldUnknown.observed()
+	untracked.Tracked, untracked.SpecHash = false, restart["api-1"].Hash
+	if got := planReplica("api-1", restart, map[string]Observed{"api-0": untracked, "api-1": untracked, "api-2": untracked}); got.Kind != ActionAdopt || !got.Rolling || requestTaken(got, untracked) {
+		t.Errorf("restart api, replica not tracked: %s (%s), Rolling %v, taken %v; want an adoption that leaves the restart pending",
+			got.Kind, got.Reason, got.Rolling, requestTaken(got, untracked))
+	}
+
 	// Without its Rollout (not computed), a Ready replica never goes.
 	d := replicated(3)
 	o := oldReady.observed()

@@ -333,11 +333,14 @@ func (r *Reconciler) waitStopped(ctx context.Context, q *Request) (Status, error
 // requestTaken reports whether a pass that planned a for a server asked to
 // start (or restart) carried the request out: it starts or replaces the
 // server, or finds it running and with nothing to replace. A wait (for a
-// dependency, for the port) or a quarantine keeps the request pending.
+// dependency, for the port), a quarantine, or the adoption of a replica
+// whose rolling restart follows keeps the request pending.
 func requestTaken(a Action, o Observed) bool {
 	switch a.Kind {
-	case ActionStart, ActionReplace, ActionAdopt:
+	case ActionStart, ActionReplace:
 		return true
+	case ActionAdopt:
+		return !a.Rolling
 	case ActionNothing:
 		return o.running()
 	}
