@@ -14,9 +14,10 @@ import (
 // Listeners returns the TCP sockets in LISTEN state on port (IPv4 and IPv6,
 // dual-stack ones included) in this network namespace, from /proc/net/tcp
 // and /proc/net/tcp6. Owners are found by reading the /proc/*/fd links of
-// every process, only when there is a listener; when some fd folders cannot
-// be read (another user's processes without privilege) and the socket's
-// holder was not found, OwnerVisible is false.
+// every process, only when there is a listener, in a scan shared with other
+// callers and kept for later ones (socketOwnersShared); when some fd
+// folders cannot be read (another user's processes without privilege) and
+// the socket's holder was not found, OwnerVisible is false.
 func Listeners(port int) ([]Listener, error) {
 	if port <= 0 || port > 65535 {
 		return nil, fmt.Errorf("list listeners on port %d: invalid port", port)
@@ -32,7 +33,7 @@ func Listeners(port int) ([]Listener, error) {
 	for _, l := range ls {
 		inodes[l.Inode] = nil
 	}
-	denied, err := socketOwners(inodes)
+	denied, err := socketOwnersShared(inodes)
 	if err != nil {
 		return nil, fmt.Errorf("list listeners on port %d: %w", port, err)
 	}
