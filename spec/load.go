@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -79,13 +80,23 @@ func Load(paths ...string) (*Fleet, error) {
 	return loadWith(paths, nil)
 }
 
+// testHookListed, when set (tests only), runs between the listing of the
+// fleet files and their reads: a test removes a file there, as an editor
+// that deletes and re-creates a file can at any moment.
+var testHookListed func()
+
 // loadWith is Load, decoding each document through c when c is not nil.
+// A file of a listed folder that is gone when read is skipped: it is no
+// longer in the folder. A file named itself is an error when gone.
 func loadWith(paths []string, c *docCache) (*Fleet, error) {
 	if len(paths) == 0 {
 		paths = []string{DefaultFile}
 	}
 	var errs ErrorList
-	files := expand(paths, &errs)
+	files, listed := expand(paths, &errs)
+	if testHookListed != nil {
+		testHookListed()
+	}
 	if len(files) > MaxFiles {
 		errs = append(errs, &FieldError{File: files[MaxFiles], Message: fmt.Sprintf("too many fleet files: more than %d", MaxFiles)})
 		files = files[:MaxFiles]
@@ -95,6 +106,9 @@ func loadWith(paths []string, c *docCache) (*Fleet, error) {
 	for _, file := range files {
 		data, err := readFile(file)
 		if err != nil {
+			if _, lerr := os.Lstat(file); listed[file] && errors.Is(lerr, fs.ErrNotExist) {
+				continue // removed from its folder since the listing (an editor's save)
+			}
 			errs = append(errs, &FieldError{File: file, Message: err.Error(), Err: err})
 			continue
 		}
@@ -267,17 +281,18 @@ func readEnvFile(path string) ([]byte, error) {
 }
 
 // expand turns the paths into the list of fleet files, each once.
-func expand(paths []string, errs *ErrorList) []string {
-	var files []string
+func expand(paths []string, errs *ErrorList) (files []string, listed map[string]bool) {
+	listed = map[string]bool{}
 	var infos []os.FileInfo
-	add := func(file string, fi os.FileInfo) {
+	add := func(file string, fi os.FileInfo) bool {
 		for _, seen := range infos {
 			if os.SameFile(seen, fi) {
-				return
+				return false
 			}
 		}
 		files = append(files, file)
 		infos = append(infos, fi)
+		return true
 	}
 	for _, p := range paths {
 		fi, err := os.Stat(p)
@@ -306,6 +321,9 @@ func expand(paths []string, errs *ErrorList) []string {
 			file := filepath.Join(p, name)
 			fi, err := os.Stat(file)
 			if err != nil {
+				if _, lerr := os.Lstat(file); errors.Is(lerr, fs.ErrNotExist) {
+					continue // removed since the listing: no longer in the folder
+				}
 				*errs = append(*errs, &FieldError{File: file, Message: "read fleet file: " + unwrapPath(err), Err: err})
 				continue
 			}
@@ -316,13 +334,15 @@ func expand(paths []string, errs *ErrorList) []string {
 				*errs = append(*errs, &FieldError{File: file, Message: "not a regular file"})
 				continue
 			}
-			add(file, fi)
+			if add(file, fi) {
+				listed[file] = true
+			}
 			if len(files) > MaxFiles {
-				return files
+				return files, listed
 			}
 		}
 	}
-	return files
+	return files, listed
 }
 
 // unwrapPath drops the path from a *PathError's message: FieldError names

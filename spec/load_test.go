@@ -290,3 +290,41 @@ func BenchmarkLoad(b *testing.B) {
 		}
 	}
 }
+
+// TestLoadFileRemovedAfterListing: a file of a fleet folder removed
+// between the folder's listing and its read (an editor that deletes and
+// re-creates it) is no longer in the folder, not an error; a file named on
+// its own that is gone is. The hook stands for the race, which no test can
+// time between two system calls.
+func TestLoadFileRemovedAfterListing(t *testing.T) {
+	dir := writeFiles(t, map[string]string{
+		"a.yaml": server("a", ""),
+		"b.yaml": server("b", ""),
+	})
+	b := filepath.Join(dir, "b.yaml")
+	removeB := func() {
+		if err := os.Remove(b); err != nil && !os.IsNotExist(err) {
+			t.Fatal(err)
+		}
+	}
+	t.Cleanup(func() { testHookListed = nil })
+
+	testHookListed = removeB
+	f, err := Load(dir)
+	if err != nil {
+		t.Fatalf("Load(folder) with b.yaml removed after the listing: %v", err)
+	}
+	if len(f.Servers) != 1 || f.Servers[0].Metadata.Name != "a" {
+		t.Errorf("Load(folder) = %d servers, want a alone", len(f.Servers))
+	}
+
+	if err := os.WriteFile(b, []byte(server("b", "")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	testHookListed = removeB
+	_, err = Load(filepath.Join(dir, "a.yaml"), b)
+	var list ErrorList
+	if !errors.As(err, &list) || len(list) != 1 || list[0].File != b || !strings.Contains(list[0].Message, "no such file") {
+		t.Errorf("Load(a.yaml, b.yaml) with b.yaml removed = %v, want one error naming %s", err, b)
+	}
+}
