@@ -343,6 +343,10 @@ func ManualStopHint(rec Record) string {
 			dir = "<cgroup v2 mount>" + rec.Cgroup
 		}
 		hint += fmt.Sprintf(" (or every process of its cgroup: echo 1 > %s/cgroup.kill)", dir)
+	} else if rec.Instance != "" {
+		// A child that left the group (setsid, a double fork) still
+		// carries the token, unless it rewrote its environment.
+		hint += fmt.Sprintf(", and any process of its that left the group and carries %s=%s (grep -l %s /proc/*/environ)", InstanceEnv, rec.Instance, rec.Instance)
 	}
 	return hint + fmt.Sprintf(", then remove %s.json from the state folder's servers/", rec.Name)
 }

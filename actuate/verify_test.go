@@ -119,6 +119,16 @@ func TestManualStopHint(t *testing.T) {
 			t.Errorf("ManualStopHint = %q, want it to mention %q", got, w)
 		}
 	}
+	if strings.Contains(got, "environ") {
+		t.Errorf("ManualStopHint(cgroup) = %q: the cgroup holds every member, no token search needed", got)
+	}
+	// Without a cgroup, a member that left the group is found by its token.
+	got = ManualStopHint(Record{Name: "api", PID: 1234, PGID: 1234, Cmdline: []string{"./api"}, Instance: "0123456789abcdef0123456789abcdef"})
+	for _, w := range []string{"kill -TERM -- -1234", "PROCFLEET_INSTANCE=0123456789abcdef0123456789abcdef", "grep -l 0123456789abcdef0123456789abcdef /proc/*/environ", "api.json"} {
+		if !strings.Contains(got, w) {
+			t.Errorf("ManualStopHint(session) = %q, want it to mention %q", got, w)
+		}
+	}
 	got = ManualStopHint(Record{Name: "api", Instance: "0123456789abcdef0123456789abcdef"})
 	if !strings.Contains(got, "PROCFLEET_INSTANCE=0123456789abcdef0123456789abcdef") {
 		t.Errorf("ManualStopHint(intent) = %q, want the token to look for", got)
