@@ -974,63 +974,101 @@ func (r *Reconciler) Converge(ctx context.Context, opts ConvergeOptions) (Status
 // servers that failed or are still pending (with ctx's error), each with
 // its phase summary, and what settled found beyond it (why).
 func (r *Reconciler) waitSettled(ctx context.Context, names []string, since uint64, began time.Time, mode settleMode) (bad, why map[string]string, cause error) {
-	// Each change re-judges only the servers not done at the last look (a
-	// fleet's down would otherwise judge the whole fleet, under r.mu, at
-	// each of its servers' changes); once none is left, all of them are
-	// judged again, so that the answer is one look at all.
-	judge := names
+	// A look at all names judges each; the looks at later changes judge
+	// the servers pending at the last full look, in order, and stop at
+	// the first one still pending (a fleet's down would otherwise judge
+	// every pending server, under r.mu, at each of its servers'
+	// changes: quadratic). Once none is left, all of them are judged
+	// again, so that the answer is one look at all.
+	var pending []string // nil: the next look is at all names
 	for {
 		ch := r.Changes()
-		verdicts := r.settledAll(judge, since, began, mode)
-		var pending []string
-		for n, v := range verdicts {
-			if !v.done {
-				pending = append(pending, n)
-			}
-		}
-		if len(pending) == 0 && len(judge) < len(names) {
-			judge = names
-			continue
-		}
-		if len(pending) > 0 {
-			select {
-			case <-ch:
-				judge = pending
+		if pending != nil {
+			pending = r.stillPending(pending, since, began, mode)
+			if len(pending) == 0 {
+				pending = nil
 				continue
-			case <-ctx.Done():
-				cause = ctx.Err()
-				if len(judge) < len(names) {
-					verdicts = r.settledAll(names, since, began, mode)
+			}
+		} else {
+			verdicts := r.settledAll(names, since, began, mode)
+			for _, n := range names {
+				if !verdicts[n].done {
+					pending = append(pending, n)
 				}
 			}
+			if len(pending) == 0 {
+				return r.unsettled(verdicts, nil)
+			}
 		}
-		st := r.Status()
-		bad, why = map[string]string{}, map[string]string{}
-		for n, v := range verdicts {
-			if v.done && !v.failed {
-				continue
-			}
-			summary := "not looked at yet"
-			if ss, ok := st.Get(n); ok {
-				summary = PhaseSummary(ss)
-			}
-			if v.why != "" {
-				summary = v.why + ": " + summary
-			}
-			bad[n], why[n] = summary, v.why
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return r.unsettled(r.settledAll(names, since, began, mode), ctx.Err())
 		}
-		return bad, why, cause
 	}
+}
+
+// unsettled is waitSettled's answer from the verdicts of one look at all
+// its names: the servers that failed or are still pending, each with its
+// phase summary, and what settled found beyond it (why).
+func (r *Reconciler) unsettled(verdicts map[string]settleVerdict, cause error) (bad, why map[string]string, _ error) {
+	st := r.Status()
+	bad, why = map[string]string{}, map[string]string{}
+	for n, v := range verdicts {
+		if v.done && !v.failed {
+			continue
+		}
+		summary := "not looked at yet"
+		if ss, ok := st.Get(n); ok {
+			summary = PhaseSummary(ss)
+		}
+		if v.why != "" {
+			summary = v.why + ": " + summary
+		}
+		bad[n], why[n] = summary, v.why
+	}
+	return bad, why, cause
+}
+
+// stillPending judges names in order and returns them from the first one
+// not done (nil when all are). Those before it are done; those after it
+// are not judged.
+func (r *Reconciler) stillPending(names []string, since uint64, began time.Time, mode settleMode) []string {
+	i := 0
+	r.settledEach(names, since, began, mode, func(_ string, v settleVerdict) bool {
+		if !v.done {
+			return false
+		}
+		i++
+		return true
+	})
+	return names[i:]
 }
 
 // settledAll gives the verdict of settled for each name. A server is
 // judged after its dependencies, so that one that waits for a dependency
 // given up on is given up on too.
 func (r *Reconciler) settledAll(names []string, since uint64, began time.Time, mode settleMode) map[string]settleVerdict {
+	out := make(map[string]settleVerdict, len(names))
+	r.settledEach(names, since, began, mode, func(n string, v settleVerdict) bool {
+		out[n] = v
+		return true
+	})
+	return out
+}
+
+// settledEach calls fn with the verdict of settled for each name, in
+// order, under r.mu, until fn returns false. A server is judged after its
+// dependencies, as settledAll does.
+func (r *Reconciler) settledEach(names []string, since uint64, began time.Time, mode settleMode, fn func(string, settleVerdict) bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	waitedOn := map[string]bool{}
-	if mode != settleDown { // a down's verdict does not read it (settled)
+	// A down's verdict reads neither the servers waited on nor the
+	// dependencies' verdicts (settled): a down's look allocates nothing.
+	var waitedOn, judging map[string]bool
+	var memo map[string]settleVerdict // the verdicts judged so far
+	if mode != settleDown {
+		waitedOn, judging, memo = map[string]bool{}, map[string]bool{}, map[string]settleVerdict{}
 		for n, d := range r.desired {
 			if d.Server == nil {
 				continue
@@ -1044,11 +1082,9 @@ func (r *Reconciler) settledAll(names []string, since uint64, began time.Time, m
 			}
 		}
 	}
-	verdicts := make(map[string]settleVerdict, len(names))
-	judging := map[string]bool{} // a guard: validation refuses cycles
 	var judge func(n string) settleVerdict
 	judge = func(n string) settleVerdict {
-		if v, ok := verdicts[n]; ok {
+		if v, ok := memo[n]; ok {
 			return v
 		}
 		s := r.servers[n]
@@ -1073,7 +1109,7 @@ func (r *Reconciler) settledAll(names []string, since uint64, began time.Time, m
 			v.passed, v.phase = true, PhaseStopped
 		}
 		if v.declared && mode != settleDown && !judging[n] {
-			judging[n] = true
+			judging[n] = true // a guard: validation refuses cycles
 			for _, dep := range d.Server.Spec.DependsOn {
 				for _, in := range r.instanceNamesLocked(dep) {
 					if dv := judge(in); dv.failed && v.depFailed == "" {
@@ -1083,14 +1119,17 @@ func (r *Reconciler) settledAll(names []string, since uint64, began time.Time, m
 			}
 			delete(judging, n)
 		}
-		verdicts[n] = settled(v, mode)
-		return verdicts[n]
+		sv := settled(v, mode)
+		if memo != nil {
+			memo[n] = sv
+		}
+		return sv
 	}
-	out := make(map[string]settleVerdict, len(names))
 	for _, n := range names {
-		out[n] = judge(n)
+		if !fn(n, judge(n)) {
+			return
+		}
 	}
-	return out
 }
 
 // PhaseSummary is a server's phase with its reason and message, in one
