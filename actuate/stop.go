@@ -30,6 +30,11 @@ type StopOptions struct {
 	// is the pin on the leader that has just exited: it lets Cleanup stop
 	// the rest of the leader's process group (see Cleanup).
 	Held *observe.Handle
+	// CallerReportsStopped leaves the report of a stop that ended well to
+	// the caller (the reconciler's Stopped event says it): Stop sends no
+	// Stopped event then. Its signals, a quarantine, a removed record and
+	// a record that stays are events all the same.
+	CallerReportsStopped bool
 }
 
 func (o StopOptions) durations() (grace, killTimeout time.Duration) {
@@ -188,7 +193,9 @@ func (a *Actuator) Stop(ctx context.Context, rec Record, opts StopOptions) error
 			return err
 		}
 	}
-	a.event(name, EventStopped, fmt.Sprintf("pid %d stopped", rec.PID))
+	if !opts.CallerReportsStopped {
+		a.event(name, EventStopped, fmt.Sprintf("pid %d stopped", rec.PID))
+	}
 	return nil
 }
 

@@ -7,6 +7,7 @@ import (
 
 	"github.com/go-logr/logr/testr"
 
+	"github.com/procfleet/procfleet/actuate"
 	"github.com/procfleet/procfleet/internal/testserver"
 )
 
@@ -42,5 +43,23 @@ func TestDownMergesStatus(t *testing.T) {
 	}
 	if s, ok := disk.Get("db"); !ok || s.Phase != PhaseRunning || s.PID != db {
 		t.Errorf("status.json db = %+v, want Running with pid %d as apply wrote it", s, db)
+	}
+	// The stop is told once: the signal with its evidence, then one
+	// Stopped event (actuate leaves it to the stopped transition).
+	evs, _, err := ReadEvents(f.state.EventsPath("api"), 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stopped, signals int
+	for _, e := range evs {
+		switch e.Reason {
+		case ReasonStopped:
+			stopped++
+		case actuate.EventSignal:
+			signals++
+		}
+	}
+	if stopped != 1 || signals == 0 {
+		t.Errorf("api's events: %d Stopped, %d Signal; want 1 and at least 1: %+v", stopped, signals, evs)
 	}
 }

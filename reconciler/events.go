@@ -97,8 +97,8 @@ func (r *ring) list() []Event {
 // check and rename must not interleave); different servers' files are
 // written in parallel, so that a fleet stopping at once does not queue
 // behind one lock. A file stays open between its appends, for up to
-// eventFileReuse and maxOpenEventFiles at once: a stop's four events cost
-// one open and four writes instead of four opens (each an lstat, an open,
+// eventFileReuse and maxOpenEventFiles at once: a stop's three events cost
+// one open and three writes instead of three opens (each an lstat, an open,
 // an fstat, three fcntl and a close). Only the state folder's lock holder
 // writes these files, so the size kept with the open file is the file's.
 type eventFiles struct {

@@ -1066,7 +1066,9 @@ func (r *Reconciler) stop(ctx context.Context, s *server, d Desired, a Action, r
 	}
 	var err error
 	if rec != nil {
-		opts := actuate.StopOptions{Grace: sp.TerminationGracePeriod(), KillTimeout: sp.KillTimeout(), Port: rec.Port}
+		opts := actuate.StopOptions{Grace: sp.TerminationGracePeriod(), KillTimeout: sp.KillTimeout(), Port: rec.Port,
+			// The stopped transition's event says it (a replace has none).
+			CallerReportsStopped: a.Kind == ActionStop}
 		if t != nil {
 			// Held since spawn or adoption: stopped whatever it has
 			// exec'd into or renamed itself to (issue 13).
