@@ -219,7 +219,7 @@ func (a *Actuator) leaderOf(rec Record, held *observe.Handle) (*member, string, 
 			rec.PID, held.Mode(), observe.FormatCmdline(id.Cmdline), id.UID)
 		return &member{h: held, id: id, evidence: ev, borrowed: true}, "", nil
 	}
-	v := Verify(rec)
+	v := verify(rec, true)
 	switch v.Verdict {
 	case VerdictStale, VerdictReused:
 		return nil, v.Message, nil

@@ -120,6 +120,9 @@ type Seen struct {
 	HaveInode bool
 	Token     TokenState
 	Cgroup    CgroupState
+	// CmdlineUnread: the command line was not read (Identity.Cmdline is
+	// nil), the pidfs inode having proven the process; it proves nothing.
+	CmdlineUnread bool
 }
 
 // Verify applies ownership rules 1-6 to a record whose process is not
@@ -132,7 +135,15 @@ type Seen struct {
 // not verified here: ResolveIntent resolves it; Verify reports it as a
 // quarantine that signals nothing. Rule 7 (an untrusted record file) is
 // StateDir.ReadRecord's.
-func Verify(rec Record) Verification {
+func Verify(rec Record) Verification { return verify(rec, false) }
+
+// verify is Verify; brief reads the least the decision needs when the
+// pinned process's pidfs inode is the record's (which proves it is the
+// record's process): its start time, state and uid, not its command
+// line, environment or cgroup. The verdict is the same; the evidence
+// names the inode, not the command line. Stop verifies briefly: it
+// signals on that proof and shows no command line.
+func verify(rec Record, brief bool) Verification {
 	if rec.Intent() {
 		return Verification{Verdict: VerdictQuarantine, Reason: UnverifiedOwner,
 			Message: "an intent record (a start was interrupted between the spawn and its record): Actuator.ResolveIntent looks for the process carrying its instance token"}
@@ -148,7 +159,7 @@ func Verify(rec Record) Verification {
 			Message: fmt.Sprintf("cannot pin pid %d to check its identity: %v", rec.PID, err),
 		}
 	}
-	seen := readSeen(h, rec)
+	seen := readSeen(h, rec, brief)
 	v := Decide(rec, seen)
 	if v.Verdict != VerdictOwned {
 		_ = h.Close()
@@ -159,20 +170,27 @@ func Verify(rec Record) Verification {
 	return v
 }
 
-// readSeen reads through h what Decide needs of rec's process.
-func readSeen(h *observe.Handle, rec Record) Seen {
+// readSeen reads through h what Decide needs of rec's process; brief as
+// for verify.
+func readSeen(h *observe.Handle, rec Record, brief bool) Seen {
 	var s Seen
-	s.Identity, s.IdentityErr = h.Identity()
+	s.Inode, s.HaveInode = h.PidfdInode()
+	sameInode := rec.PidfdInode != 0 && s.HaveInode && rec.PidfdInode == s.Inode
+	if brief && sameInode && rec.StartTime != 0 && rec.BootID != "" {
+		s.Identity, s.IdentityErr = h.IdentityBrief()
+		s.CmdlineUnread = true
+	} else {
+		s.Identity, s.IdentityErr = h.Identity()
+	}
 	boot, bootErr := observe.BootID()
 	if s.IdentityErr == nil && bootErr != nil {
 		s.IdentityErr = fmt.Errorf("read boot id: %w", bootErr)
 	}
 	s.BootID = boot
-	s.Inode, s.HaveInode = h.PidfdInode()
 	if s.IdentityErr != nil {
 		return s
 	}
-	if rec.PidfdInode != 0 && s.HaveInode && rec.PidfdInode == s.Inode {
+	if sameInode {
 		// The pidfs inode names this very process; the token and the
 		// cgroup could only agree (two reads saved per verification).
 		return s
@@ -258,7 +276,7 @@ func Decide(rec Record, s Seen) Verification {
 		v.Message = fmt.Sprintf("pid %d has exited (%s)", rec.PID, id.State)
 		return v
 	}
-	cmdMatch := slices.Equal(rec.Cmdline, id.Cmdline)
+	cmdMatch := !s.CmdlineUnread && slices.Equal(rec.Cmdline, id.Cmdline)
 	if rec.StartTime == 0 || rec.BootID == "" {
 		missing := "start time"
 		if rec.StartTime != 0 {

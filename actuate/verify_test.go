@@ -55,6 +55,8 @@ func TestDecide(t *testing.T) {
 		{name: "rule 2 command line alone (v1 record, no pidfs)", rec: with(func(r *Record) { r.Instance = ""; r.PidfdInode = 0 }), seen: seen(noInode), want: VerdictOwned, proof: "command line"},
 		{name: "rule 2 record without inode, command line", rec: with(func(r *Record) { r.PidfdInode = 0 }), seen: seen(func(s *Seen) { s.Inode = 99 }), want: VerdictOwned, proof: "command line"},
 		{name: "rule 2 another uid (privilege drop) is still owned", rec: rec, seen: seen(func(s *Seen) { s.Identity.UID = 65534; s.Token = TokenOurs }), want: VerdictOwned, proof: "runs as uid 65534"},
+		{name: "rule 2 pidfd inode, command line unread (a stop)", rec: rec, seen: seen(func(s *Seen) { s.Identity.Cmdline = nil; s.CmdlineUnread = true }), want: VerdictOwned, proof: "pidfd inode 77"},
+		{name: "rule 4 command line unread proves nothing", rec: with(func(r *Record) { r.Cmdline = nil }), seen: seen(func(s *Seen) { s.Identity.Cmdline = nil; s.CmdlineUnread = true; noInode(s) }), want: VerdictQuarantine, reason: IdentityMismatch},
 		{name: "rule 2 cgroup elsewhere does not decide", rec: with(func(r *Record) { r.Cgroup = "/procfleet-1-2/api" }), seen: seen(func(s *Seen) { s.Cgroup = CgroupElsewhere }), want: VerdictOwned, proof: "pidfd inode 77"},
 		// Rule 3.
 		{name: "rule 3 start time differs", rec: rec, seen: seen(func(s *Seen) { s.Identity.StartTime = 6000 }), want: VerdictReused, msg: "start time 6000"},
@@ -95,6 +97,9 @@ func TestDecide(t *testing.T) {
 					if !strings.Contains(got.Evidence, w) {
 						t.Errorf("Evidence %q does not name %q", got.Evidence, w)
 					}
+				}
+				if tt.seen.CmdlineUnread && strings.Contains(got.Evidence, "command line") {
+					t.Errorf("Evidence %q names a command line it did not read", got.Evidence)
 				}
 			} else if got.Evidence != "" {
 				t.Errorf("Evidence %q set for a verdict that allows no signal", got.Evidence)

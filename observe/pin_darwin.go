@@ -56,6 +56,10 @@ func Pin(pid int) (*Handle, error) {
 // PidfdInode is always false on macOS (no pidfd).
 func (h *Handle) PidfdInode() (uint64, bool) { return h.sys.inode, h.sys.haveInode }
 
+// IdentityBrief is Identity (see the Linux IdentityBrief): here the start
+// time and the uid come with the same read.
+func (h *Handle) IdentityBrief() (Identity, error) { return h.Identity() }
+
 // Identity reads the identity of the pinned process, then checks the
 // handle's kqueue: an exit seen meanwhile makes the read ErrUntrusted.
 func (h *Handle) Identity() (Identity, error) {

@@ -98,6 +98,82 @@ func (h *Handle) Identity() (Identity, error) {
 		return Identity{}, fmt.Errorf("identity of pid %d: handle closed", h.pid)
 	}
 	id, err := ReadIdentity(h.pid)
+	return h.checkRead(id, err)
+}
+
+// IdentityBrief is Identity without the command line (left nil): for a
+// caller that has other proof of who the process is (a pidfs inode equal
+// to one it recorded) and reads its identity for the start time, state,
+// group and uid alone. It reads /proc/PID/stat, and the uid through the
+// pidfd (PIDFD_GET_INFO, Linux >= 6.13), else from /proc/PID/status:
+// one /proc read where Identity takes three. Its checks are Identity's.
+func (h *Handle) IdentityBrief() (Identity, error) {
+	if h.isClosed() {
+		return Identity{}, fmt.Errorf("identity of pid %d: handle closed", h.pid)
+	}
+	id, err := readIdentityBrief(h)
+	return h.checkRead(id, err)
+}
+
+// readIdentityBrief reads IdentityBrief's fields of h's process.
+func readIdentityBrief(h *Handle) (Identity, error) {
+	st, err := readStat(h.pid)
+	if err != nil {
+		return Identity{}, fmt.Errorf("read identity: %w", err)
+	}
+	id := Identity{
+		PID: st.PID, PPID: st.PPID, PGID: st.PGID, SID: st.SID,
+		State: st.State, StartTime: st.StartTime, Comm: st.Comm, UID: -1,
+	}
+	if id.BootID, err = BootID(); err != nil {
+		return Identity{}, fmt.Errorf("read identity of pid %d: %w", h.pid, err)
+	}
+	if uid, ok := h.pidfdUID(); ok {
+		id.UID = uid
+		return id, nil
+	}
+	status, err := readProcFile(h.pid, "status")
+	if err != nil {
+		return Identity{}, fmt.Errorf("read identity: %w", err)
+	}
+	if id.UID, err = parseStatusUID(status); err != nil {
+		return Identity{}, fmt.Errorf("read identity of pid %d: %w", h.pid, err)
+	}
+	return id, nil
+}
+
+// pidfdInfoBroken is set once PIDFD_GET_INFO failed other than with ESRCH
+// (a kernel before 6.13): later reads go to /proc/PID/status.
+var pidfdInfoBroken atomic.Bool
+
+// pidfdUID returns the real uid of the pinned process through its pidfd
+// (PIDFD_GET_INFO); false when that cannot tell (PinNone, an older kernel,
+// the process gone).
+func (h *Handle) pidfdUID() (int, bool) {
+	if h.mode != PinPidfd || pidfdInfoBroken.Load() {
+		return 0, false
+	}
+	info := unix.PidfdInfo{Mask: unix.PIDFD_INFO_CREDS}
+	var err error
+	if cerr := h.control(func(fd int) { err = unix.IoctlPidfdInfo(fd, &info) }); cerr != nil {
+		return 0, false
+	}
+	if err != nil {
+		if !errors.Is(err, unix.ESRCH) {
+			pidfdInfoBroken.Store(true)
+		}
+		return 0, false
+	}
+	if info.Mask&unix.PIDFD_INFO_CREDS == 0 {
+		return 0, false
+	}
+	return int(info.Ruid), true
+}
+
+// checkRead is Identity's check of what was read through h: a read that
+// failed because the pinned process is gone, or that ended after it
+// exited (or, unpinned, found another start time), is ErrUntrusted.
+func (h *Handle) checkRead(id Identity, err error) (Identity, error) {
 	if err != nil {
 		if errors.Is(err, ErrGone) && h.mode == PinPidfd {
 			return id, fmt.Errorf("identity of pid %d: %w: %w", h.pid, ErrUntrusted, err)

@@ -43,6 +43,40 @@ func TestPinIdentityLive(t *testing.T) {
 	}
 }
 
+// IdentityBrief agrees with Identity on everything but the command line,
+// which it leaves unread; after the exit it is untrusted as Identity is.
+func TestIdentityBrief(t *testing.T) {
+	pid := startNonChild(t)
+	h, err := Pin(pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	full, err := h.Identity()
+	if err != nil {
+		t.Fatal(err)
+	}
+	brief, err := h.IdentityBrief()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if nativePinMode() == PinPidfd {
+		full.Cmdline = nil // the one field IdentityBrief leaves unread
+	}
+	if fmt.Sprint(brief) != fmt.Sprint(full) || brief.UID != os.Getuid() {
+		t.Errorf("IdentityBrief() = %+v, Identity() = %+v (uid %d)", brief, full, os.Getuid())
+	}
+	if err := h.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Wait(testCtx(t, 10*time.Second)); err != nil {
+		t.Fatalf("Wait: %v", err)
+	}
+	if id, err := h.IdentityBrief(); !errors.Is(err, ErrUntrusted) {
+		t.Errorf("IdentityBrief() after exit = %+v, %v; want ErrUntrusted", id, err)
+	}
+}
+
 func TestPidfdInode(t *testing.T) {
 	skipUnlessLinux(t)
 	a, b := startSleep(t), startSleep(t)
