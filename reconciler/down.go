@@ -144,8 +144,12 @@ func (r *Reconciler) Down(ctx context.Context, names []string) (Status, error) {
 		return Status{}, err
 	}
 	// Stops mostly wait (for the grace period, for the port): one worker
-	// each, so that a fleet stops in parallel.
+	// each, so that a fleet stops in parallel; each keeps its server's
+	// events file open through its three events.
 	r.cfg.Workers = max(1, min(len(targets), maxDownWorkers))
+	if r.events != nil {
+		r.events.limit = max(maxOpenEventFiles, min(len(targets), maxDownEventFiles))
+	}
 	wctx, cancel := context.WithCancel(context.Background())
 	workers := r.startWorkers(wctx)
 	st, derr := r.stopAndWait(ctx, targets, len(names) > 0)
@@ -167,6 +171,12 @@ type recordList struct {
 
 // maxDownWorkers bounds the parallel stops of one standalone down.
 const maxDownWorkers = 1024
+
+// maxDownEventFiles bounds the events files a standalone down keeps open
+// at once (a stopped server's is closed: eventFiles.rest). With a pidfd
+// per stop, a down of 1,000 holds some 2,000 descriptors, within the soft
+// limit Go raises to the hard one at start-up.
+const maxDownEventFiles = 1024
 
 // downTargets is names checked against the known servers (a server's
 // name standing for all its instances), or every server with a record (or

@@ -99,14 +99,17 @@ func (r *ring) list() []Event {
 // behind one lock. A file stays open between its appends, for up to
 // eventFileReuse and maxOpenEventFiles at once: a stop's three events cost
 // one open and three writes instead of three opens (each an lstat, an open,
-// an fstat, three fcntl and a close). Only the state folder's lock holder
-// writes these files, so the size kept with the open file is the file's.
+// an fstat, three fcntl and a close); a server that has stopped gives its
+// descriptor back (rest). Only the state folder's lock holder writes
+// these files, so the size kept with the open file is the file's.
 type eventFiles struct {
 	mu     sync.Mutex            // guards files, open and closed
 	files  map[string]*eventFile // per server
 	open   int                   // files holding a descriptor
 	closed bool                  // closeAll ran: no descriptor is kept
-	path   func(name string) string
+	// limit bounds open (0: maxOpenEventFiles).
+	limit int
+	path  func(name string) string
 }
 
 // eventFile is one server's events file and the lock of its appends.
@@ -117,9 +120,9 @@ type eventFile struct {
 	opened time.Time
 }
 
-// maxOpenEventFiles bounds the descriptors kept open (a fleet of 1,000
-// under up holds no more than this); appends beyond it open and close the
-// file each time.
+// maxOpenEventFiles bounds the descriptors kept open unless the owner sets
+// another limit (a fleet of 1,000 under up holds no more than this);
+// appends beyond it open and close the file each time.
 const maxOpenEventFiles = 256
 
 // eventFileReuse is how long a kept descriptor is written through before
@@ -147,7 +150,11 @@ func (f *eventFiles) file(name string) *eventFile {
 func (f *eventFiles) keep() bool {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if f.closed || f.open >= maxOpenEventFiles {
+	limit := f.limit
+	if limit == 0 {
+		limit = maxOpenEventFiles
+	}
+	if f.closed || f.open >= limit {
 		return false
 	}
 	f.open++
@@ -210,6 +217,25 @@ func (f *eventFiles) append(e Event) error {
 		f.release(ef) // opened again at the next event
 	}
 	return err
+}
+
+// rest closes the descriptor kept open for a server's events file, if
+// any: it has stopped, and has no event to come until it starts again
+// (which opens the file again). A fleet stopping at once then keeps a
+// descriptor per server while it stops, within its limit.
+func (f *eventFiles) rest(name string) {
+	if f == nil {
+		return
+	}
+	f.mu.Lock()
+	ef := f.files[name]
+	f.mu.Unlock()
+	if ef == nil {
+		return
+	}
+	ef.mu.Lock()
+	f.release(ef)
+	ef.mu.Unlock()
 }
 
 // closeAll closes the descriptors kept open; later appends keep none.

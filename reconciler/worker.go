@@ -1106,6 +1106,7 @@ func (r *Reconciler) stop(ctx context.Context, s *server, d Desired, a Action, r
 		return Result{}, cerr
 	case err == nil:
 		cerr := r.change(s, func(st *state) ([]Event, error) { return st.stopped(s.name, a.Reason, now) })
+		r.events.rest(s.name)
 		r.queue.Add(s.name) // forgotten next pass if no longer declared
 		r.stopDone(s.name, sp.DependsOn)
 		return Result{}, cerr
