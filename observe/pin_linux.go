@@ -205,7 +205,11 @@ const exitPollBatch = 64
 // (exited[i] false): pidfd handles by batches of exitPollBatch in one
 // poll(2), the others one at a time.
 func sysExitedAll(hs []*Handle, exited []bool) {
-	var b exitBatch
+	b := &exitBatch{}
+	b.held = func(fd uintptr) {
+		b.fds[b.k-1].Fd = int32(fd) // hold took the k-th, then counted it
+		b.hold()
+	}
 	for i, h := range hs {
 		if exited[i] {
 			continue
@@ -227,18 +231,21 @@ func sysExitedAll(hs []*Handle, exited []bool) {
 // exitBatch is up to exitPollBatch pidfd handles, and their indices in
 // ExitedAll's arguments.
 type exitBatch struct {
-	n   int
-	hs  [exitPollBatch]*Handle
-	at  [exitPollBatch]int
-	fds [exitPollBatch]unix.PollFd
+	n, k int // handles in the batch, handles held so far
+	hs   [exitPollBatch]*Handle
+	at   [exitPollBatch]int
+	fds  [exitPollBatch]unix.PollFd
+	held func(fd uintptr) // hold's Control callback, made once per ExitedAll
 }
 
 // poll asks about the batch's handles in one poll(2), sets exited at their
 // indices, and empties the batch. Each descriptor is held (Control) from
 // before the call until after it, so that a Close meanwhile cannot hand its
-// number to another file: hold(k) holds the k-th and the rest, nested.
+// number to another file: hold holds the next one and, within its Control,
+// the rest, nested.
 func (b *exitBatch) poll(exited []bool) {
-	b.hold(0)
+	b.k = 0
+	b.hold()
 	for k := range b.n {
 		if b.fds[k].Fd >= 0 && b.fds[k].Revents&(unix.POLLIN|unix.POLLHUP) != 0 {
 			exited[b.at[k]] = true
@@ -248,8 +255,8 @@ func (b *exitBatch) poll(exited []bool) {
 	b.n = 0
 }
 
-func (b *exitBatch) hold(k int) {
-	if k == b.n {
+func (b *exitBatch) hold() {
+	if b.k == b.n {
 		for {
 			_, err := unix.Poll(b.fds[:b.n], 0)
 			if err != unix.EINTR {
@@ -262,13 +269,11 @@ func (b *exitBatch) hold(k int) {
 			}
 		}
 	}
+	k := b.k
 	b.fds[k] = unix.PollFd{Fd: -1, Events: unix.POLLIN} // a negative fd is skipped by poll
-	held := b.hs[k].control(func(fd int) {
-		b.fds[k].Fd = int32(fd)
-		b.hold(k + 1)
-	})
-	if held != nil { // closed: Control did not run, go on without it
-		b.hold(k + 1)
+	b.k++
+	if b.hs[k].sys.rc.Control(b.held) != nil { // closed: not held, go on without it
+		b.hold()
 	}
 }
 

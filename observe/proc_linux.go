@@ -34,8 +34,14 @@ func BootID() (string, error) { return bootID() }
 // when kill(pid, 0) confirms that the pid is gone; otherwise (hidepid, a
 // thread id) the error stays a plain error, never ErrGone.
 func readProcFile(pid int, name string) ([]byte, error) {
+	return readProcFileInto(pid, name, make([]byte, 0, 2048))
+}
+
+// readProcFileInto is readProcFile reading into buf[:0]'s memory (grown
+// when the file is larger).
+func readProcFileInto(pid int, name string, buf []byte) ([]byte, error) {
 	path := "/proc/" + strconv.Itoa(pid) + "/" + name
-	b, err := readSmall(path, make([]byte, 0, 2048))
+	b, err := readSmall(path, buf[:0])
 	if err == nil {
 		return b, nil
 	}
@@ -47,8 +53,29 @@ func readProcFile(pid int, name string) ([]byte, error) {
 	return nil, fmt.Errorf("read %s: %w", path, err)
 }
 
+// procBufs are the buffers readStat and ReadIdentity read /proc files
+// into: what they keep is parsed out (copied), so the buffer is reused, and
+// a fleet's readiness or adoption (an identity each) allocates no 6 KB per
+// server for files it drops at once.
+var procBufs = sync.Pool{New: func() any { b := make([]byte, 0, 2048); return &b }}
+
+// procBufMax is the largest buffer put back in procBufs (a huge command
+// line's is dropped).
+const procBufMax = 16 << 10
+
+func getProcBuf() *[]byte { return procBufs.Get().(*[]byte) }
+
+func putProcBuf(b *[]byte, grown []byte) {
+	if cap(grown) <= procBufMax {
+		*b = grown[:0]
+		procBufs.Put(b)
+	}
+}
+
 func readStat(pid int) (procStat, error) {
-	b, err := readProcFile(pid, "stat")
+	buf := getProcBuf()
+	b, err := readProcFileInto(pid, "stat", *buf)
+	defer putProcBuf(buf, b)
 	if err != nil {
 		return procStat{}, err
 	}
@@ -82,18 +109,19 @@ func ReadIdentity(pid int) (Identity, error) {
 	if id.BootID, err = BootID(); err != nil {
 		return Identity{}, fmt.Errorf("read identity of pid %d: %w", pid, err)
 	}
-	status, err := readProcFile(pid, "status")
-	if err != nil {
+	buf := getProcBuf()
+	b := *buf
+	defer func() { putProcBuf(buf, b) }()
+	if b, err = readProcFileInto(pid, "status", b); err != nil {
 		return Identity{}, fmt.Errorf("read identity: %w", err)
 	}
-	if id.UID, err = parseStatusUID(status); err != nil {
+	if id.UID, err = parseStatusUID(b); err != nil {
 		return Identity{}, fmt.Errorf("read identity of pid %d: %w", pid, err)
 	}
-	cmdline, err := readProcFile(pid, "cmdline")
-	if err != nil {
+	if b, err = readProcFileInto(pid, "cmdline", b); err != nil {
 		return Identity{}, fmt.Errorf("read identity: %w", err)
 	}
-	id.Cmdline = parseCmdline(cmdline)
+	id.Cmdline = parseCmdline(b) // copies
 	return id, nil
 }
 
