@@ -137,6 +137,7 @@ func TestSameRowCoversTheRow(t *testing.T) {
 		"Events":     func(s *reconciler.ServerStatus) { s.Events = []reconciler.Event{{Reason: "Started"}} },
 		"ReplicaOf":  func(s *reconciler.ServerStatus) { s.ReplicaOf = "api" },
 		"Index":      func(s *reconciler.ServerStatus) { i := 1; s.Index = &i },
+		"Membership": func(s *reconciler.ServerStatus) { s.Membership = actuate.MembershipSession },
 	}
 	typ := reflect.TypeOf(base)
 	for i := range typ.NumField() {
