@@ -44,6 +44,9 @@ func Pin(int) (*Handle, error) { return nil, errOS }
 // Identity is not supported on this GOOS.
 func (h *Handle) Identity() (Identity, error) { return Identity{}, errOS }
 
+// IdentityBrief is not supported on this GOOS.
+func (h *Handle) IdentityBrief() (Identity, error) { return Identity{}, errOS }
+
 // PidfdInode is always false on this GOOS.
 func (h *Handle) PidfdInode() (uint64, bool) { return 0, false }
 
