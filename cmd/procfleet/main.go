@@ -18,6 +18,15 @@ func main() {
 	// SIGHUP too: closing up's terminal ends it cleanly (socket removed,
 	// --down-on-exit honoured), as SIGINT and SIGTERM do.
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
+	// The first signal asks for a clean exit, which can take a while (up
+	// ends its passes, and with --down-on-exit stops every server); a
+	// second one ends procfleet at once, by the signal's default action.
+	// That leaves what a crash of procfleet leaves: intent or full records
+	// the next up adopts through.
+	go func() {
+		<-ctx.Done()
+		stop()
+	}()
 	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
 	os.Exit(code)

@@ -50,7 +50,7 @@ it again.
 
 On SIGINT or SIGTERM up exits 0 and leaves the servers running; the next up
 adopts them, and 'procfleet down' stops them. With --down-on-exit it stops
-them first.
+them first. A second signal ends it at once.
 
 Only one up runs per state folder: a second one fails at once, naming the
 pid of the first.`,
@@ -187,7 +187,7 @@ func runUp(ctx context.Context, opts *globalOptions, attach, stderr io.Writer, d
 			"Exiting; servers left running", "running", running)
 		return nil
 	}
-	progress.say("procfleet up: stopping every server (--down-on-exit)", "Stopping every server", "reason", "--down-on-exit")
+	progress.say("procfleet up: stopping every server (--down-on-exit; signal again to exit at once and leave the rest running)", "Stopping every server", "reason", "--down-on-exit")
 	dctx, cancel := context.WithTimeout(context.Background(), downOnExitTimeout)
 	defer cancel()
 	err = reconciler.Down(dctx, reconciler.DownConfig{

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -402,4 +403,41 @@ func recordsLeft(state string) []string {
 		}
 	}
 	return out
+}
+
+// TestUpSecondSignalExitsNow: a second SIGTERM ends up at once, even while
+// its --down-on-exit waits out a server's grace period; the server it was
+// stopping is left running (as a crash of up would leave it).
+func TestUpSecondSignalExitsNow(t *testing.T) {
+	f := newE2EFleet(t, "stubborn")
+	f.grace["stubborn"] = 120
+	f.write(nil, map[string][]string{"stubborn": {"-ignore-term"}})
+	t.Cleanup(f.killServers)
+	up, log := f.up("--down-on-exit")
+	st := f.waitStatus("ready", readyWith("stubborn"))
+	pid := pidIn(st, "stubborn")
+	waitLog(t, log, "stubborn: ready in")
+	if err := up.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	// It ignores SIGTERM: up now waits out its 120 s grace period.
+	waitLog(t, log, "signal again to exit at once", "stubborn: stopping")
+	exited := make(chan error, 1)
+	go func() { exited <- up.Wait() }()
+	if err := up.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-exited:
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.ExitCode() == 0 {
+			t.Errorf("up after a second SIGTERM: %v, want ended by the signal", err)
+		}
+	case <-time.After(20 * time.Second):
+		b, _ := os.ReadFile(log)
+		t.Fatalf("up still running 20 s after a second SIGTERM:\n%s", b)
+	}
+	if syscall.Kill(pid, 0) != nil {
+		t.Errorf("pid %d gone; want it left running by the interrupted stop", pid)
+	}
 }
