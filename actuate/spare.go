@@ -181,7 +181,7 @@ func (d *StateDir) replaced(spare string, renamed bool) {
 // file is fs.ErrNotExist.
 func (d *StateDir) retire(path string) error {
 	if name, ok := d.newSpareName(); ok {
-		err := os.Rename(path, filepath.Join(d.spareDirPath(), name))
+		err := renameInto(path, filepath.Join(d.spareDirPath(), name))
 		if err == nil {
 			d.giveSpare(name)
 			return nil
