@@ -88,6 +88,11 @@ func (r *Reconciler) Detail(_ context.Context, name string) (ServerDetail, error
 	default:
 		d.Record = verifiedRecordView(r.verify, rec)
 	}
+	// The transition whose state was read above held emitMu until its
+	// events were in the file: once emitMu is free, the file has them.
+	r.emitMu.Lock()
+	//lint:ignore SA2001 a barrier: waits for the transition in progress
+	r.emitMu.Unlock()
 	evs, _, err := ReadEvents(sd.EventsPath(name), DetailEvents)
 	if err != nil {
 		return d, fmt.Errorf("detail of server %s: %w", name, err)
