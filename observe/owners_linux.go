@@ -1,14 +1,10 @@
 package observe
 
 import (
-	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"strconv"
 	"sync"
-
-	"golang.org/x/sys/unix"
 )
 
 // Who holds a listening socket is found by reading the /proc/PID/fd links
@@ -142,52 +138,17 @@ func scanListenOwners() (owners map[uint64][]int, denied bool, err error) {
 }
 
 // listeningInodes returns the inodes of every TCP socket listening in this
-// network namespace (IPv4 and IPv6), from sock_diag or, where it is not
-// available, /proc/net/tcp and tcp6.
+// network namespace (IPv4 and IPv6).
 func listeningInodes() (map[uint64]bool, error) {
-	out := map[uint64]bool{}
-	add := func(entries []netEntry) {
-		for _, e := range entries {
-			if e.State == tcpListenState {
-				out[e.Inode] = true
-			}
-		}
+	entries, err := listenEntries(0)
+	if err != nil {
+		return nil, err
 	}
-	if !sockDiagBroken.Load() {
-		var derr error
-		for _, family := range []uint8{unix.AF_INET, unix.AF_INET6} {
-			entries, err := diagListeners(family, 0)
-			if err != nil {
-				if family == unix.AF_INET6 && errors.Is(err, unix.EAFNOSUPPORT) {
-					continue
-				}
-				derr = err
-				break
-			}
-			add(entries)
+	out := make(map[uint64]bool, len(entries))
+	for _, e := range entries {
+		if e.State == tcpListenState {
+			out[e.Inode] = true
 		}
-		if derr == nil {
-			return out, nil
-		}
-		sockDiagBroken.Store(true)
-		clear(out)
-	}
-	for _, f := range []struct {
-		path string
-		v6   bool
-	}{{"/proc/net/tcp", false}, {"/proc/net/tcp6", true}} {
-		b, err := os.ReadFile(f.path)
-		if errors.Is(err, fs.ErrNotExist) && f.v6 {
-			continue // IPv6 disabled
-		}
-		if err != nil {
-			return nil, err
-		}
-		entries, err := parseProcNetTCP(b, f.v6)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", f.path, err)
-		}
-		add(entries)
 	}
 	return out, nil
 }

@@ -1,15 +1,11 @@
 package observe
 
 import (
-	"context"
 	"net"
 	"os"
-	"path/filepath"
 	"slices"
-	"strconv"
 	"sync"
 	"testing"
-	"time"
 )
 
 func ownerScanCount() uint64 {
@@ -67,21 +63,7 @@ func TestListenersShareOneScan(t *testing.T) {
 	if err := lns[0].Close(); err != nil {
 		t.Fatal(err)
 	}
-	ready := filepath.Join(t.TempDir(), "ready")
-	cmd := startTestServer(t, "-port", strconv.Itoa(port), "-ready-file", ready)
-	h := mustPin(t, cmd.Process.Pid)
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		if _, err := os.Stat(ready); err == nil {
-			break
-		}
-		if h.Exited() || time.Now().After(deadline) {
-			t.Fatal("test server did not become ready")
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
-		_ = h.Wait(ctx) // a bounded pause that ends early on exit
-		cancel()
-	}
+	cmd := startListening(t, port)
 	before = ownerScanCount()
 	ls, err := Listeners(port)
 	if err != nil {

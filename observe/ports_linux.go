@@ -53,18 +53,39 @@ func Listeners(port int) ([]Listener, error) {
 // listenSockets returns the LISTEN sockets on port, from sock_diag, or from
 // /proc/net/tcp and tcp6 where sock_diag is not available.
 func listenSockets(port int) ([]Listener, error) {
+	entries, err := listenEntries(port)
+	if err != nil {
+		return nil, err
+	}
+	return appendListeners(nil, entries, port), nil
+}
+
+// listenEntries returns the TCP listeners of both address families on port
+// (0: every port) from sock_diag, or the rows of /proc/net/tcp and tcp6
+// where sock_diag is not available (and from then on).
+func listenEntries(port int) ([]netEntry, error) {
 	if !sockDiagBroken.Load() {
-		ls, err := diagListenSockets(port)
+		entries, err := diagEntries(port)
 		if err == nil {
-			return ls, nil
+			return entries, nil
 		}
 		sockDiagBroken.Store(true)
 	}
-	return procListenSockets(port)
+	return procEntries()
 }
 
 func diagListenSockets(port int) ([]Listener, error) {
-	var out []Listener
+	entries, err := diagEntries(port)
+	if err != nil {
+		return nil, err
+	}
+	return appendListeners(nil, entries, port), nil
+}
+
+// diagEntries dumps the TCP listeners of both address families on port
+// (0: every port).
+func diagEntries(port int) ([]netEntry, error) {
+	var out []netEntry
 	for _, family := range []uint8{unix.AF_INET, unix.AF_INET6} {
 		entries, err := diagListeners(family, uint16(port))
 		if err != nil {
@@ -73,7 +94,7 @@ func diagListenSockets(port int) ([]Listener, error) {
 			}
 			return nil, err
 		}
-		out = appendListeners(out, entries, port)
+		out = append(out, entries...)
 	}
 	return out, nil
 }
@@ -90,7 +111,17 @@ func appendListeners(out []Listener, entries []netEntry, port int) []Listener {
 
 // procListenSockets parses both /proc tables and keeps LISTEN rows on port.
 func procListenSockets(port int) ([]Listener, error) {
-	var out []Listener
+	entries, err := procEntries()
+	if err != nil {
+		return nil, err
+	}
+	return appendListeners(nil, entries, port), nil
+}
+
+// procEntries parses every row of /proc/net/tcp and tcp6 (tcp6 missing:
+// IPv6 disabled).
+func procEntries() ([]netEntry, error) {
+	var out []netEntry
 	for _, f := range []struct {
 		path string
 		v6   bool
@@ -106,7 +137,7 @@ func procListenSockets(port int) ([]Listener, error) {
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", f.path, err)
 		}
-		out = appendListeners(out, entries, port)
+		out = append(out, entries...)
 	}
 	return out, nil
 }

@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
 	"slices"
@@ -72,17 +73,18 @@ func TestListenersOwnListener(t *testing.T) {
 	}
 }
 
-// A listener held by a child (the test server): its pid and command line.
-func TestListenersChild(t *testing.T) {
-	port := testserver.FreePort(t)
+// startListening starts a test server listening on port and returns once
+// it is (its handshake file written), failing the test if it exits or
+// takes over 20 s.
+func startListening(t *testing.T, port int) *exec.Cmd {
+	t.Helper()
 	ready := filepath.Join(t.TempDir(), "ready")
 	cmd := startTestServer(t, "-port", strconv.Itoa(port), "-ready-file", ready)
 	h := mustPin(t, cmd.Process.Pid)
-	// Wait for the handshake file or the server's exit, bounded.
 	deadline := time.Now().Add(20 * time.Second)
 	for {
 		if _, err := os.Stat(ready); err == nil {
-			break
+			return cmd
 		}
 		if h.Exited() || time.Now().After(deadline) {
 			t.Fatal("test server did not become ready")
@@ -91,6 +93,12 @@ func TestListenersChild(t *testing.T) {
 		_ = h.Wait(ctx) // a bounded pause that ends early on exit
 		cancel()
 	}
+}
+
+// A listener held by a child (the test server): its pid and command line.
+func TestListenersChild(t *testing.T) {
+	port := testserver.FreePort(t)
+	cmd := startListening(t, port)
 	ls, err := Listeners(port)
 	if err != nil {
 		t.Fatal(err)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -283,15 +284,7 @@ func TestReplicasRollingReplace(t *testing.T) {
 		t.Errorf("only %d of 3 replicas Ready during the rolling replace (of %d samples), at:\n%s", lowest, samples, at)
 	}
 	checkInstances(t, st, base, names...)
-	var order []string
-	for _, e := range rr.ev.all() {
-		if e.Reason == ReasonReplacing {
-			order = append(order, e.Server)
-		}
-	}
-	if strings.Join(order, " ") != "api-0 api-1 api-2" {
-		t.Errorf("replaced in the order %v, want api-0 api-1 api-2", order)
-	}
+	checkReplacedInOrder(t, rr.ev.all(), "replaced", "api-0", "api-1", "api-2")
 	for _, name := range names {
 		if got := len(f.starts(name)); got != 2 {
 			t.Errorf("%s started %d times, want 2 (one replacement)", name, got)
@@ -426,15 +419,7 @@ func TestReplicasApplyRolls(t *testing.T) {
 	if lowest < 2 || samples == 0 {
 		t.Errorf("only %d of 3 replicas Ready during apply's rolling replace (of %d samples), at:\n%s", lowest, samples, at)
 	}
-	var order []string
-	for _, e := range ev.all() {
-		if e.Reason == ReasonReplacing {
-			order = append(order, e.Server)
-		}
-	}
-	if strings.Join(order, " ") != "api-0 api-1 api-2" {
-		t.Errorf("apply replaced in the order %v, want api-0 api-1 api-2", order)
-	}
+	checkReplacedInOrder(t, ev.all(), "apply replaced", "api-0", "api-1", "api-2")
 }
 
 // TestReplicasRestartRolls: restart api replaces its instances one at a
@@ -468,15 +453,7 @@ func TestReplicasRestartRolls(t *testing.T) {
 		t.Errorf("only %d of 3 replicas Ready during restart api (of %d samples), at:\n%s", lowest, samples, at)
 	}
 	checkInstances(t, st, base, names...)
-	var order []string
-	for _, e := range rr.ev.all() {
-		if e.Reason == ReasonReplacing {
-			order = append(order, e.Server)
-		}
-	}
-	if strings.Join(order, " ") != "api-0 api-1 api-2" {
-		t.Errorf("restart api replaced in the order %v, want api-0 api-1 api-2", order)
-	}
+	checkReplacedInOrder(t, rr.ev.all(), "restart api replaced", "api-0", "api-1", "api-2")
 
 	before := pidsOf(st, names...)
 	st, err = verb(t, rr.r, VerbRestart, "api-1")
@@ -532,13 +509,20 @@ func TestReplicasRestartWithoutUp(t *testing.T) {
 	if lowest < 2 || samples == 0 {
 		t.Errorf("only %d of 3 replicas Ready during restart api without up (of %d samples), at:\n%s", lowest, samples, at)
 	}
+	checkReplacedInOrder(t, ev.all(), "restart api without up replaced", "api-0", "api-1", "api-2")
+}
+
+// checkReplacedInOrder fails the test unless evs replaced (Replacing
+// events) exactly the named servers, in that order; what says who did.
+func checkReplacedInOrder(t *testing.T, evs []Event, what string, names ...string) {
+	t.Helper()
 	var order []string
-	for _, e := range ev.all() {
+	for _, e := range evs {
 		if e.Reason == ReasonReplacing {
 			order = append(order, e.Server)
 		}
 	}
-	if strings.Join(order, " ") != "api-0 api-1 api-2" {
-		t.Errorf("restart api without up replaced in the order %v, want api-0 api-1 api-2", order)
+	if !slices.Equal(order, names) {
+		t.Errorf("%s in the order %v, want %v", what, order, names)
 	}
 }
