@@ -148,7 +148,7 @@ func (r *Reconciler) Down(ctx context.Context, names []string) (Status, error) {
 	// events file open through its three events.
 	r.cfg.Workers = max(1, min(len(targets), maxDownWorkers))
 	if r.events != nil {
-		r.events.limit = max(maxOpenEventFiles, min(len(targets), maxDownEventFiles))
+		r.events.limit = downEventFiles(len(targets), openFileLimit())
 	}
 	wctx, cancel := context.WithCancel(context.Background())
 	workers := r.startWorkers(wctx)
@@ -174,9 +174,20 @@ const maxDownWorkers = 1024
 
 // maxDownEventFiles bounds the events files a standalone down keeps open
 // at once (a stopped server's is closed: eventFiles.rest). With a pidfd
-// per stop, a down of 1,000 holds some 2,000 descriptors, within the soft
-// limit Go raises to the hard one at start-up.
+// per stop, a down of 1,000 holds some 2,000 descriptors.
 const maxDownEventFiles = 1024
+
+// downEventFiles is how many events files a down of n servers keeps open:
+// one a server up to maxDownEventFiles, and never more than a quarter of
+// the descriptor limit (limit, 0 when unknown), which the stops' pidfds
+// and the cgroups' descriptors share; never fewer than up keeps.
+func downEventFiles(n, limit int) int {
+	keep := min(n, maxDownEventFiles)
+	if limit > 0 {
+		keep = min(keep, limit/4)
+	}
+	return max(maxOpenEventFiles, keep)
+}
 
 // downTargets is names checked against the known servers (a server's
 // name standing for all its instances), or every server with a record (or

@@ -63,3 +63,21 @@ func TestDownMergesStatus(t *testing.T) {
 		t.Errorf("api's events: %d Stopped, %d Signal; want 1 and at least 1: %+v", stopped, signals, evs)
 	}
 }
+
+// TestDownEventFiles: a down keeps an events file open per server, up to
+// 1,024 and to a quarter of the descriptor limit, never fewer than up.
+func TestDownEventFiles(t *testing.T) {
+	for _, tt := range []struct{ n, limit, want int }{
+		{10, 20000, maxOpenEventFiles},
+		{1000, 20000, 1000},
+		{5000, 20000, maxDownEventFiles},
+		{1000, 0, 1000},       // limit unknown
+		{1000, 1024, 256},     // a 1,024 limit: as up, since the pidfds need the rest
+		{1000, 2048, 512},     // a quarter of the limit
+		{3000, 1 << 20, 1024}, // the cap
+	} {
+		if got := downEventFiles(tt.n, tt.limit); got != tt.want {
+			t.Errorf("downEventFiles(%d, %d) = %d, want %d", tt.n, tt.limit, got, tt.want)
+		}
+	}
+}
