@@ -384,17 +384,7 @@ func TestReplicasAdoptedThenRolled(t *testing.T) {
 // instances one at a time too, and returns only once every one runs the
 // new spec.
 func TestReplicasApplyRolls(t *testing.T) {
-	f := newTestFleet(t)
-	base := testserver.FreePortRange(t, 3)
-	n := 3
-	api := f.add(&testSpec{name: "api", port: base, replicas: &n})
-	f.write()
-	names := instances("api", 3)
-	st, err := converge(t, f, true)
-	if err != nil {
-		t.Fatalf("Converge: %v", err)
-	}
-	old := pidsOf(st, names...)
+	f, api, names, old := appliedReplicas(t, 3)
 
 	api.args = []string{"-print", "v2"}
 	f.write()
@@ -406,16 +396,12 @@ func TestReplicasApplyRolls(t *testing.T) {
 	sampler := sampleReady(r, names, 2) // adopted first, as after an up restart
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	st, err = r.Converge(ctx, ConvergeOptions{Wait: true})
+	st, err := r.Converge(ctx, ConvergeOptions{Wait: true})
 	samples, lowest, at := sampler.end()
 	if err != nil {
 		t.Fatalf("Converge after an args change: %v", err)
 	}
-	for _, name := range names {
-		if s, _ := st.Get(name); !s.Ready || s.PID == 0 || s.PID == old[name] {
-			t.Errorf("%s after apply: %+v; want Ready with a new pid (was %d)", name, s, old[name])
-		}
-	}
+	checkNewPIDs(t, st, old, "apply")
 	if lowest < 2 || samples == 0 {
 		t.Errorf("only %d of 3 replicas Ready during apply's rolling replace (of %d samples), at:\n%s", lowest, samples, at)
 	}
@@ -444,11 +430,7 @@ func TestReplicasRestartRolls(t *testing.T) {
 		t.Fatalf("restart api: %v", err)
 	}
 	t.Logf("%d samples, at least %d of 3 Ready in each", samples, lowest)
-	for _, name := range names {
-		if s, _ := st.Get(name); !s.Ready || s.PID == 0 || s.PID == old[name] {
-			t.Errorf("%s after restart api: %+v; want Ready with a new pid (was %d)", name, s, old[name])
-		}
-	}
+	checkNewPIDs(t, st, old, "restart api")
 	if lowest < 2 || samples == 0 {
 		t.Errorf("only %d of 3 replicas Ready during restart api (of %d samples), at:\n%s", lowest, samples, at)
 	}
@@ -472,17 +454,7 @@ func TestReplicasRestartRolls(t *testing.T) {
 // adopted replica waited for the others' readiness, which nothing
 // checked, until the timeout.
 func TestReplicasRestartWithoutUp(t *testing.T) {
-	f := newTestFleet(t)
-	base := testserver.FreePortRange(t, 3)
-	n := 3
-	f.add(&testSpec{name: "api", port: base, replicas: &n})
-	f.write()
-	names := instances("api", 3)
-	st, err := converge(t, f, true)
-	if err != nil {
-		t.Fatalf("Converge: %v", err)
-	}
-	old := pidsOf(st, names...)
+	f, _, names, old := appliedReplicas(t, 3)
 
 	var ev events
 	r, err := New(Config{Files: []string{f.file}, StateDir: f.state, Log: testr.New(t), OneShot: true, ResyncPeriod: -1, OnEvent: ev.add})
@@ -492,15 +464,13 @@ func TestReplicasRestartWithoutUp(t *testing.T) {
 	sampler := sampleReady(r, names, 2)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	st, err = r.Act(ctx, VerbRestart, []string{"api"}, true)
+	st, err := r.Act(ctx, VerbRestart, []string{"api"}, true)
 	samples, lowest, at := sampler.end()
 	if err != nil {
 		t.Fatalf("restart api without up: %v", err)
 	}
+	checkNewPIDs(t, st, old, "restart api")
 	for _, name := range names {
-		if s, _ := st.Get(name); !s.Ready || s.PID == 0 || s.PID == old[name] {
-			t.Errorf("%s after restart api: %+v; want Ready with a new pid (was %d)", name, s, old[name])
-		}
 		if ev.count(name, ReasonAdopted) != 1 || ev.count(name, ReasonReplacing) != 1 || len(f.starts(name)) != 2 {
 			t.Errorf("%s: %d Adopted, %d Replacing events, %d starts; want 1, 1, 2",
 				name, ev.count(name, ReasonAdopted), ev.count(name, ReasonReplacing), len(f.starts(name)))
@@ -524,5 +494,31 @@ func checkReplacedInOrder(t *testing.T, evs []Event, what string, names ...strin
 	}
 	if !slices.Equal(order, names) {
 		t.Errorf("%s in the order %v, want %v", what, order, names)
+	}
+}
+
+// appliedReplicas converges a fleet of one server, api, with n replicas,
+// and returns it with the instances' names and pids.
+func appliedReplicas(t *testing.T, n int) (*testFleet, *testSpec, []string, map[string]int) {
+	t.Helper()
+	f := newTestFleet(t)
+	api := f.add(&testSpec{name: "api", port: testserver.FreePortRange(t, n), replicas: &n})
+	f.write()
+	names := instances("api", n)
+	st, err := converge(t, f, true)
+	if err != nil {
+		t.Fatalf("Converge: %v", err)
+	}
+	return f, api, names, pidsOf(st, names...)
+}
+
+// checkNewPIDs fails the test unless every server of old is Ready in st
+// with a pid other than its old one; what says what replaced them.
+func checkNewPIDs(t *testing.T, st Status, old map[string]int, what string) {
+	t.Helper()
+	for name, pid := range old {
+		if s, _ := st.Get(name); !s.Ready || s.PID == 0 || s.PID == pid {
+			t.Errorf("%s after %s: %+v; want Ready with a new pid (was %d)", name, what, s, pid)
+		}
 	}
 }

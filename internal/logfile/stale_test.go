@@ -71,18 +71,11 @@ func TestRemoveStale(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var want []string
-	for _, n := range []string{"gone.events.jsonl", "gone.events.jsonl.1", "gone.log", "gone.log.1", "gone.log.1.tmp", "gone.log.2"} {
-		want = append(want, filepath.Join(dir, n))
-	}
+	want := inDir(dir, "gone.events.jsonl", "gone.events.jsonl.1", "gone.log", "gone.log.1", "gone.log.1.tmp", "gone.log.2")
 	if diff := cmp.Diff(want, removed); diff != "" {
 		t.Errorf("removed (-want +got):\n%s", diff)
 	}
-	left, _ := os.ReadDir(dir)
-	var names []string
-	for _, e := range left {
-		names = append(names, e.Name())
-	}
+	names := dirNames(dir)
 	wantLeft := []string{"api.events.jsonl", "api.log", "busy.events.jsonl", "busy.log", "fifo.log",
 		"gone.log.corrupt-20261101T000000.000000000Z", "notes.txt"}
 	if diff := cmp.Diff(wantLeft, names); diff != "" {
@@ -146,22 +139,34 @@ func TestMaintain(t *testing.T) {
 	if diff := cmp.Diff([]string{filepath.Join(dir, "api.log")}, rotated); diff != "" {
 		t.Errorf("rotated (-want +got):\n%s", diff)
 	}
-	var wantRemoved []string
-	for _, n := range []string{"gone.events.jsonl", "gone.log", "gone.log.1"} {
-		wantRemoved = append(wantRemoved, filepath.Join(dir, n))
-	}
+	wantRemoved := inDir(dir, "gone.events.jsonl", "gone.log", "gone.log.1")
 	if diff := cmp.Diff(wantRemoved, removed); diff != "" {
 		t.Errorf("removed (-want +got):\n%s", diff)
 	}
-	left, _ := os.ReadDir(dir)
-	var names []string
-	for _, e := range left {
-		names = append(names, e.Name())
-	}
+	names := dirNames(dir)
 	if diff := cmp.Diff([]string{"api.events.jsonl", "api.log", "api.log.1", "small.log"}, names); diff != "" {
 		t.Errorf("left in the folder (-want +got):\n%s", diff)
 	}
 	if rotated, removed, err := Maintain(filepath.Join(dir, "none"), opts, &StaleCheck{Keep: keep, Now: now}); rotated != nil || removed != nil || err != nil {
 		t.Errorf("a missing folder: %v, %v, %v", rotated, removed, err)
 	}
+}
+
+// inDir returns names joined to dir, in order.
+func inDir(dir string, names ...string) []string {
+	out := make([]string, len(names))
+	for i, n := range names {
+		out[i] = filepath.Join(dir, n)
+	}
+	return out
+}
+
+// dirNames lists the names in dir, sorted (none if it cannot be read).
+func dirNames(dir string) []string {
+	entries, _ := os.ReadDir(dir)
+	var names []string
+	for _, e := range entries {
+		names = append(names, e.Name())
+	}
+	return names
 }
