@@ -247,8 +247,9 @@ func (a *Actuator) Spawn(ctx context.Context, req StartRequest) (*Running, error
 	primeKernelLog()
 
 	// The intent record's temp file was written and synced while the
-	// server ran (PrepareNext), or is written and synced while the port
-	// is checked, the log opened and the cgroup made; it is renamed into
+	// server ran (PrepareNext), or since its exit was seen
+	// (PrepareRestart), or is written and synced while the port is
+	// checked, the log opened and the cgroup made; it is renamed into
 	// place once they are done, and removed if the spawn goes no further.
 	startedAt := a.now().UTC().Truncate(time.Second)
 	token := newToken()

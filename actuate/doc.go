@@ -40,8 +40,9 @@
 //     record's rename (a crash of the machine before it ends the process
 //     too).
 //   - A restart's intent record is prepared while the server runs
-//     (PrepareNext, called by up at Ready once the server has restarted):
-//     its token drawn, the record
+//     (PrepareNext, called by up at Ready once the server has restarted),
+//     or from the moment its exit is seen (PrepareRestart, called by up as
+//     it handles an exit, a first crash's too): its token drawn, the record
 //     written and synced under a temp name (".<name>.json.tmp-next-*"), so
 //     that after a crash only its rename remains before the exec. What
 //     this can leave on disk is safe: the temp file is never read as a

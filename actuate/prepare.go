@@ -76,6 +76,51 @@ func (a *Actuator) PrepareNext(req StartRequest) {
 	}
 }
 
+// PrepareRestart readies the spawn that may follow an exit of req's
+// server seen just now, so that the intent record's write and fsync run
+// while the exit is handled (reaped, what it left cleaned up, reported,
+// the port checked, the cgroup made), not after it: a prepared intent
+// that matches req is kept, and written at once if it still waits in the
+// preparer's queue; otherwise a fresh token is drawn and its intent record
+// written and synced at once, on a goroutine of its own (one write per
+// exit, never a burst). Spawn renames it into place as it does a
+// PrepareNext one; a restart that does not come leaves it prepared for the
+// next spawn, or to DropPrepared.
+func (a *Actuator) PrepareRestart(req StartRequest) {
+	if checkName(req.Name) != nil {
+		return
+	}
+	want := a.intentRecord(req, "")
+	a.mu.Lock()
+	if p := a.prepared[req.Name]; p != nil && p.rec.matches(want) {
+		begin := !p.writing
+		p.writing = true
+		a.mu.Unlock()
+		if begin {
+			go p.staged.write()
+		}
+		return
+	}
+	a.mu.Unlock()
+	want.Instance = newToken()
+	p := &prepared{rec: want, staged: a.Dir.newStaged(want, preparedInfix), writing: true}
+	go p.staged.write()
+	a.mu.Lock()
+	if a.prepared == nil {
+		a.prepared = make(map[string]*prepared)
+	}
+	old := a.prepared[req.Name]
+	if old != nil && !old.writing {
+		old.writing = true
+		old.staged.cancel()
+	}
+	a.prepared[req.Name] = p
+	a.mu.Unlock()
+	if old != nil {
+		go old.staged.discard() // it may wait for its write: not on the way to the restart
+	}
+}
+
 // runPreparer writes the queued prepared intents one after the other and
 // ends when none is left.
 func (a *Actuator) runPreparer() {

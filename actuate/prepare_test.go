@@ -183,6 +183,66 @@ func TestPreparedIntentNotUsed(t *testing.T) {
 	}
 }
 
+// TestPrepareRestart: an exit's PrepareRestart writes a fresh intent at
+// once, which the restart then uses; one prepared before that still
+// matches is kept (its token), one that does not is replaced and removed.
+func TestPrepareRestart(t *testing.T) {
+	sessionMode(t)
+	a, _ := newActuator(t)
+	ctx := testCtx(t)
+	port := testserver.FreePort(t)
+	req := serverReq("api", port, "-port", itoa(port))
+	req.SpecHash = "h1"
+	r, err := a.Start(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stopIfStarted(t, r)
+
+	crashAndClear(t, a, r)
+	a.PrepareRestart(req)
+	token := preparedToken(a, "api")
+	if !validToken(token) || token == r.Record.Instance {
+		t.Fatalf("prepared token %q (exited instance %q): want a fresh valid one", token, r.Record.Instance)
+	}
+	a.PrepareRestart(req)
+	if again := preparedToken(a, "api"); again != token {
+		t.Errorf("PrepareRestart over a matching prepared intent: token %q, want %q kept", again, token)
+	}
+	r2, err := a.Start(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stopIfStarted(t, r2)
+	if r2.Record.Instance != token {
+		t.Errorf("restart's instance %q, want the prepared %q", r2.Record.Instance, token)
+	}
+	if got := tempFiles(t, a.Dir); len(got) != 0 {
+		t.Errorf("temp files after the restart: %q", got)
+	}
+
+	a.PrepareNext(req)
+	next := preparedToken(a, "api")
+	changed := req
+	changed.SpecHash = "h2"
+	a.PrepareRestart(changed)
+	fresh := preparedToken(a, "api")
+	if fresh == next || !validToken(fresh) {
+		t.Errorf("PrepareRestart over an intent of another spec: token %q (before %q), want a fresh one", fresh, next)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for len(tempFiles(t, a.Dir)) != 1 { // the replaced one is removed off the caller's way
+		if time.Now().After(deadline) {
+			t.Fatalf("temp files after the replacement: %q, want one", tempFiles(t, a.Dir))
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	a.DropAllPrepared()
+	if got := tempFiles(t, a.Dir); len(got) != 0 {
+		t.Errorf("temp files after DropAllPrepared: %q", got)
+	}
+}
+
 // TestLockSweepsPrepared: a new holder of the lock removes what an earlier
 // holder prepared, whatever its age, and leaves a young plain temp file
 // (a writer may still be at it) alone.

@@ -11,6 +11,7 @@ import (
 // place. An Actuator without it (a test's fake) spawns as before.
 type preparer interface {
 	PrepareNext(req actuate.StartRequest)
+	PrepareRestart(req actuate.StartRequest)
 	DropPrepared(name string)
 	DropAllPrepared()
 }
@@ -26,6 +27,25 @@ func (r *Reconciler) prepareNext(s *server, d Desired) {
 		return
 	}
 	p.PrepareNext(startRequest(d))
+}
+
+// prepareRestart readies the spawn that may follow the exit of s seen
+// now, before the exit is handled, when its policy may restart it and
+// nothing stops or holds it: a first crash's intent record (not prepared
+// at Ready, see prepareNext) is then written and synced while the exit is
+// reaped, cleaned up and reported, the port checked and the cgroup made,
+// not after them. One write per exit, so no idle or cold-start cost.
+func (r *Reconciler) prepareRestart(s *server, d Desired) {
+	p, ok := r.act.(preparer)
+	if !ok || d.Server == nil || d.Held || d.Server.Spec.RestartPolicy == spec.RestartNever {
+		return
+	}
+	r.mu.Lock()
+	_, stopping := r.stopping[s.name]
+	r.mu.Unlock()
+	if !stopping {
+		p.PrepareRestart(startRequest(d))
+	}
 }
 
 // dropPrepared removes what prepareNext readied for s: it is being

@@ -4,10 +4,14 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr/testr"
+
+	"github.com/procfleet/procfleet/actuate"
 	"github.com/procfleet/procfleet/internal/testserver"
 )
 
@@ -59,5 +63,56 @@ func TestPreparedOnlyAfterARestart(t *testing.T) {
 	}
 	if got := preparedFiles(t, f, "calm"); len(got) != 0 {
 		t.Errorf("calm, never restarted, has prepared records %v; want none", got)
+	}
+}
+
+// restartSpy is the real Actuator, counting PrepareRestart by server.
+type restartSpy struct {
+	*actuate.Actuator
+	mu    sync.Mutex
+	asked map[string]int
+}
+
+func (s *restartSpy) PrepareRestart(req actuate.StartRequest) {
+	s.mu.Lock()
+	s.asked[req.Name]++
+	s.mu.Unlock()
+	s.Actuator.PrepareRestart(req)
+}
+
+func (s *restartSpy) count(name string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.asked[name]
+}
+
+// TestFirstCrashPreparedAtExit: the exit of a server that may restart has
+// its next intent prepared as the exit is seen, its first crash too; a
+// server that is never restarted gets none.
+func TestFirstCrashPreparedAtExit(t *testing.T) {
+	f := newTestFleet(t)
+	ports := testserver.FreePorts(t, 2)
+	f.add(&testSpec{name: "web", port: ports[0]})
+	f.add(&testSpec{name: "once", port: ports[1], policy: "Never"})
+	f.write()
+	spy := &restartSpy{Actuator: &actuate.Actuator{Dir: f.state, Log: testr.New(t)}, asked: map[string]int{}}
+	rr := f.run(t, func(c *Config) { c.Actuator = spy })
+	st := waitStatus(t, rr.r, "cold start", allReady("web", "once"))
+	web, once := pidOf(st, "web"), pidOf(st, "once")
+	for _, pid := range []int{web, once} {
+		if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitStatus(t, rr.r, "web restarted, once stopped", func(st Status) bool {
+		w, _ := st.Get("web")
+		o, _ := st.Get("once")
+		return w.Ready && w.PID != web && w.PID != 0 && o.PID == 0 && o.Phase != PhaseRunning
+	})
+	if got := spy.count("web"); got != 1 {
+		t.Errorf("web's first crash: PrepareRestart asked %d times, want 1", got)
+	}
+	if got := spy.count("once"); got != 0 {
+		t.Errorf("once (restartPolicy Never): PrepareRestart asked %d times, want 0", got)
 	}
 }

@@ -338,7 +338,7 @@ func (r *Reconciler) observe(ctx context.Context, s *server, d Desired) (observa
 	case starting:
 		ob.obs = Observed{Ownership: OwnOwned, Tracked: true, Starting: true, SpecHash: startHash}
 	case t != nil && t.handle.Exited():
-		if err := r.handleExit(ctx, s, t); err != nil {
+		if err := r.handleExit(ctx, s, d, t); err != nil {
 			return ob, err
 		}
 	case t != nil:
@@ -619,7 +619,8 @@ func PortHolder(port int) string {
 // (init, or whoever started the earlier procfleet) reaps it, and then its
 // pidfd tells the status (Linux >= 6.15): learnExit looks for it off the
 // worker, keeping the pidfd open until then, and posts it.
-func (r *Reconciler) handleExit(ctx context.Context, s *server, t *tracked) error {
+func (r *Reconciler) handleExit(ctx context.Context, s *server, d Desired, t *tracked) error {
+	r.prepareRestart(s, d) // written while the exit is handled
 	r.exits.Unwatch(t.handle)
 	le := &LastExit{Code: -1, Reason: "exited (status unknown: not started by this procfleet)"}
 	learn := t.running == nil && t.handle.Mode() == observe.PinPidfd
