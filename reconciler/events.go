@@ -191,18 +191,12 @@ func (f *eventFiles) append(e Event) error {
 	}
 	fh := ef.fh
 	if fh == nil {
-		path := f.path(e.Server)
-		if fi, err := os.Lstat(path); err == nil && fi.Mode().IsRegular() && fi.Size() > maxEventsFile {
-			_ = os.Rename(path, path+".1")
-		}
-		// Never through a symlink, never blocked on a FIFO: what is not a
-		// regular file is moved aside (.corrupt-<time>) for a fresh one.
-		if fh, _, err = safefile.OpenAppend(path, 0o600); err != nil {
+		var size int64
+		if fh, size, err = openEvents(f.path(e.Server)); err != nil {
 			return err
 		}
-		fi, err := fh.Stat()
-		if err == nil && f.keep() {
-			ef.fh, ef.size, ef.opened = fh, fi.Size(), now
+		if size >= 0 && f.keep() {
+			ef.fh, ef.size, ef.opened = fh, size, now
 		}
 	}
 	n, err := fh.Write(b)
@@ -217,6 +211,34 @@ func (f *eventFiles) append(e Event) error {
 		f.release(ef) // opened again at the next event
 	}
 	return err
+}
+
+// openEvents opens the events file at path for appending, after moving it
+// to path.1 when it has grown past maxEventsFile, and returns its size (-1
+// when unknown). Never through a symlink, never blocked on a FIFO: what is
+// not a regular file is moved aside (.corrupt-<time>) for a fresh one. The
+// size is read from the open file, so an append opens and stats it once.
+func openEvents(path string) (*os.File, int64, error) {
+	fh, _, err := safefile.OpenAppend(path, 0o600)
+	if err != nil {
+		return nil, 0, err
+	}
+	fi, err := fh.Stat()
+	if err != nil {
+		return fh, -1, nil
+	}
+	if fi.Size() <= maxEventsFile {
+		return fh, fi.Size(), nil
+	}
+	_ = fh.Close()
+	_ = os.Rename(path, path+".1")
+	if fh, _, err = safefile.OpenAppend(path, 0o600); err != nil {
+		return nil, 0, err
+	}
+	if fi, err = fh.Stat(); err != nil {
+		return fh, -1, nil
+	}
+	return fh, fi.Size(), nil
 }
 
 // rest closes the descriptor kept open for a server's events file, if

@@ -42,3 +42,32 @@ func TestEventFilesRest(t *testing.T) {
 		t.Errorf("a's events file holds %d lines, want both events:\n%s", lines, b)
 	}
 }
+
+// An events file that has grown past maxEventsFile is moved to .1 when it
+// is opened, and the event goes into a fresh file.
+func TestEventFilesRotateAtOpen(t *testing.T) {
+	dir := t.TempDir()
+	f := &eventFiles{path: func(name string) string { return filepath.Join(dir, name+".events.jsonl") }}
+	defer f.closeAll()
+	big := strings.Repeat("x", maxEventsFile) + "\n"
+	if err := os.WriteFile(f.path("a"), []byte(big), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.append(Event{Time: time.Now(), Server: "a", Reason: ReasonStopped, Message: "fresh"}); err != nil {
+		t.Fatal(err)
+	}
+	old, err := os.ReadFile(f.path("a") + ".1")
+	if err != nil || string(old) != big {
+		t.Fatalf("rotated file: %d bytes, %v; want the old %d bytes", len(old), err, len(big))
+	}
+	b, err := os.ReadFile(f.path("a"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if lines := strings.Count(string(b), "\n"); lines != 1 || !strings.Contains(string(b), `"message":"fresh"`) {
+		t.Errorf("fresh events file holds %d lines, want the one event:\n%s", lines, b)
+	}
+	if ef := f.file("a"); ef.fh == nil || ef.size != int64(len(b)) {
+		t.Errorf("kept descriptor %v, size %d; want one, size %d", ef.fh != nil, ef.size, len(b))
+	}
+}
