@@ -240,8 +240,13 @@ func (a *Actuator) terminateServer(ctx context.Context, rec Record, leader *memb
 		if err != nil {
 			return fmt.Errorf("stop server %s: find its cgroup %s: %w", rec.Name, rec.Cgroup, err)
 		}
-		if _, err := os.Stat(dir); err == nil {
-			return a.terminateCgroup(ctx, rec, dir, leader, grace, killTimeout)
+		// Its first listing also tells whether the cgroup is there.
+		pids, err := observe.CgroupProcs(dir)
+		switch {
+		case err == nil:
+			return a.terminateListed(ctx, rec, dir, leader, &pids, grace, killTimeout)
+		case !errors.Is(err, fs.ErrNotExist):
+			return fmt.Errorf("stop server %s: %w", rec.Name, err)
 		}
 		a.Log.Info("The server's cgroup is gone: its session is stopped instead", "server", rec.Name, "cgroup", rec.Cgroup)
 	}
@@ -658,6 +663,12 @@ func waitMembers(ctx context.Context, ms []*member, deadline time.Time) {
 // for cgroup.events to say it is empty; then the empty cgroup is removed.
 // leader, when set, is the pinned leader (its pin is not closed here).
 func (a *Actuator) terminateCgroup(ctx context.Context, rec Record, dir string, leader *member, grace, killTimeout time.Duration) error {
+	return a.terminateListed(ctx, rec, dir, leader, nil, grace, killTimeout)
+}
+
+// terminateListed is terminateCgroup with first, when set, the cgroup's
+// members as the caller has just read them, taken as its first listing.
+func (a *Actuator) terminateListed(ctx context.Context, rec Record, dir string, leader *member, first *[]int, grace, killTimeout time.Duration) error {
 	pinned := map[int]*member{}
 	var ms []*member
 	if leader != nil {
@@ -668,8 +679,10 @@ func (a *Actuator) terminateCgroup(ctx context.Context, rec Record, dir string, 
 	defer func() { closeMembers(opened) }()
 	// join pins the cgroup's members not pinned yet.
 	join := func() (fresh []*member, listed int, err error) {
-		pids, err := observe.CgroupProcs(dir)
-		if err != nil {
+		var pids []int
+		if first != nil {
+			pids, first = *first, nil
+		} else if pids, err = observe.CgroupProcs(dir); err != nil {
 			if errors.Is(err, fs.ErrNotExist) {
 				return nil, 0, nil
 			}
