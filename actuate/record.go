@@ -482,7 +482,7 @@ func readTrusted(path string) (data []byte, reason string, err error) {
 	if perm := fi.Mode().Perm(); perm&0o022 != 0 {
 		return nil, fmt.Sprintf("mode %04o lets group or others write it (want 0600)", perm), nil
 	}
-	data, err = io.ReadAll(io.LimitReader(f, maxRecordSize+1))
+	data, err = readSized(f, fi.Size(), maxRecordSize+1)
 	if err != nil {
 		return nil, "", err
 	}
@@ -490,6 +490,28 @@ func readTrusted(path string) (data []byte, reason string, err error) {
 		return nil, "larger than 1 MiB", nil
 	}
 	return data, "", nil
+}
+
+// readSized reads f to its end, at most limit bytes, into a buffer of
+// the size its fstat gave (size) and one more byte: a file that has not
+// grown since takes two reads, its content and its end, where io.ReadAll's
+// 512-byte start took three for a record.
+func readSized(f io.Reader, size, limit int64) ([]byte, error) {
+	buf := make([]byte, 0, min(max(size, 0), limit)+1)
+	r := io.LimitReader(f, limit)
+	for {
+		if len(buf) == cap(buf) {
+			buf = append(buf, 0)[:len(buf)]
+		}
+		n, err := r.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		if err == io.EOF {
+			return buf, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
 }
 
 // untrusted reports an untrusted record file and, for moveUntrusted, moves
