@@ -341,6 +341,7 @@ func removeTestCgroups(t *testing.T, d *StateDir) {
 			_ = observe.WaitCgroupEmpty(ctx, sub)
 			cancel()
 		}
+		_ = os.Remove(sub) // the sweep leaves a recorded server's
 	}
 	d.sweepCgroups()
 }

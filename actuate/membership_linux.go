@@ -7,6 +7,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 
@@ -211,7 +212,12 @@ func intoCgroup(attr *syscall.SysProcAttr, f *os.File) {
 // sweepCgroups removes the empty server cgroups this folder has below
 // procfleet's own cgroup (left by servers that ended while no procfleet
 // watched them), and the folder cgroup when it is left empty. A cgroup that
-// holds processes is left alone: rmdir refuses it.
+// holds processes is left alone: rmdir refuses it. So is the cgroup of a
+// server that has a record: it holds the live server (an rmdir refused
+// under the kernel's cgroup lock, 1,000 of them at each Lock of a running
+// fleet of 1,000), or the record is stale, and the stop, cleanup or start
+// that finds it so removes or replaces the empty cgroup (else the first
+// sweep after the record is gone does).
 func (d *StateDir) sweepCgroups() {
 	cg, err := cgroup2()
 	if err != nil {
@@ -225,12 +231,35 @@ func (d *StateDir) sweepCgroups() {
 	if err != nil {
 		return
 	}
+	recorded := d.recordedNames()
 	for _, e := range entries {
-		if e.IsDir() && checkName(e.Name()) == nil {
+		if e.IsDir() && checkName(e.Name()) == nil && !recorded[e.Name()] {
 			_ = rmdir(filepath.Join(dir, e.Name())) // EBUSY while populated
 		}
 	}
 	_ = rmdir(dir)
+}
+
+// recordedNames is the set of servers with a record file (a name ending
+// in .json in the servers folder; its content is not read), nil when the
+// folder cannot be listed.
+func (d *StateDir) recordedNames() map[string]bool {
+	f, err := os.Open(filepath.Join(d.Path, serversDir))
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	names, err := f.Readdirnames(-1)
+	if err != nil {
+		return nil
+	}
+	set := make(map[string]bool, len(names))
+	for _, n := range names {
+		if name, ok := strings.CutSuffix(n, ".json"); ok {
+			set[name] = true
+		}
+	}
+	return set
 }
 
 // cloneRefused reports a spawn error that clone3 with CLONE_INTO_CGROUP

@@ -1,10 +1,15 @@
 package actuate
 
 import (
+	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
+	"syscall"
 	"testing"
+
+	"github.com/procfleet/procfleet/observe"
 )
 
 // removeEmptyCgroup removes a server's cgroup only when the kernel finds
@@ -54,4 +59,45 @@ func TestStopCgroupGone(t *testing.T) {
 		t.Fatal(err)
 	}
 	assertNothingLeft(t, r.Record)
+}
+
+// The sweep at Lock leaves the cgroup of a server that has a record (its
+// stop or start deals with it) and removes the empty one of a server that
+// has none.
+func TestSweepCgroupsLeavesRecorded(t *testing.T) {
+	a, r := startInCgroup(t)
+	ctx := testCtx(t)
+	dir, err := cgroupDir(r.Record.Cgroup)
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := filepath.Join(filepath.Dir(dir), "other")
+	if err := os.Mkdir(other, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = rmdir(other) })
+	h, err := observe.Pin(r.Record.PID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	if err := h.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	if err := observe.WaitCgroupEmpty(ctx, dir); err != nil {
+		t.Fatal(err)
+	}
+	a.Dir.sweepCgroups()
+	if _, err := os.Stat(other); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("empty cgroup of a server without a record after the sweep: %v, want it removed", err)
+	}
+	if _, err := os.Stat(dir); err != nil {
+		t.Errorf("cgroup of a recorded server after the sweep: %v, want it left", err)
+	}
+	if err := a.Stop(ctx, r.Record, StopOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(dir); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("cgroup after the stop of its exited server: %v, want it removed", err)
+	}
 }
