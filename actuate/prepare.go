@@ -56,15 +56,7 @@ func (a *Actuator) PrepareNext(req StartRequest) {
 	rec := a.intentRecord(req, newToken())
 	p := &prepared{rec: rec, staged: a.Dir.newStaged(rec, preparedInfix)}
 	a.mu.Lock()
-	if a.prepared == nil {
-		a.prepared = make(map[string]*prepared)
-	}
-	old := a.prepared[req.Name]
-	if old != nil && !old.writing {
-		old.writing = true
-		old.staged.cancel()
-	}
-	a.prepared[req.Name] = p
+	old := a.setPreparedLocked(req.Name, p)
 	a.prep.queue = append(a.prep.queue, req.Name)
 	if !a.prep.running {
 		a.prep.running = true
@@ -106,19 +98,27 @@ func (a *Actuator) PrepareRestart(req StartRequest) {
 	p := &prepared{rec: want, staged: a.Dir.newStaged(want, preparedInfix), writing: true}
 	go p.staged.write()
 	a.mu.Lock()
-	if a.prepared == nil {
-		a.prepared = make(map[string]*prepared)
-	}
-	old := a.prepared[req.Name]
-	if old != nil && !old.writing {
-		old.writing = true
-		old.staged.cancel()
-	}
-	a.prepared[req.Name] = p
+	old := a.setPreparedLocked(req.Name, p)
 	a.mu.Unlock()
 	if old != nil {
 		go old.staged.discard() // it may wait for its write: not on the way to the restart
 	}
+}
+
+// setPreparedLocked makes p the prepared intent of name and returns the
+// one it replaces (to discard), cancelled if its write had not begun. a.mu
+// is held.
+func (a *Actuator) setPreparedLocked(name string, p *prepared) (old *prepared) {
+	if a.prepared == nil {
+		a.prepared = make(map[string]*prepared)
+	}
+	old = a.prepared[name]
+	if old != nil && !old.writing {
+		old.writing = true
+		old.staged.cancel()
+	}
+	a.prepared[name] = p
+	return old
 }
 
 // runPreparer writes the queued prepared intents one after the other and

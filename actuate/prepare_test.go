@@ -55,6 +55,21 @@ func crashAndClear(t *testing.T, a *Actuator, r *Running) {
 	}
 }
 
+// startAPI starts server "api" (spec hash h1) on a free port, killed at
+// the end of the test, and returns its request and what started.
+func startAPI(t *testing.T, a *Actuator) (StartRequest, *Running) {
+	t.Helper()
+	port := testserver.FreePort(t)
+	req := serverReq("api", port, "-port", itoa(port))
+	req.SpecHash = "h1"
+	r, err := a.Start(testCtx(t), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stopIfStarted(t, r)
+	return req, r
+}
+
 // TestSpawnUsesPreparedIntent: a restart's intent record is the one
 // prepared while the server ran (its token and its file, renamed), in
 // both membership modes; the full record has a start time; nothing of the
@@ -64,14 +79,7 @@ func TestSpawnUsesPreparedIntent(t *testing.T) {
 		a, _ := newActuator(t)
 		t.Cleanup(func() { removeTestCgroups(t, a.Dir) })
 		ctx := testCtx(t)
-		port := testserver.FreePort(t)
-		req := serverReq("api", port, "-port", itoa(port))
-		req.SpecHash = "h1"
-		r, err := a.Start(ctx, req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		stopIfStarted(t, r)
+		req, r := startAPI(t, a)
 		a.PrepareNext(req)
 		token := preparedToken(a, "api")
 		if !validToken(token) || token == r.Record.Instance {
@@ -190,14 +198,7 @@ func TestPrepareRestart(t *testing.T) {
 	sessionMode(t)
 	a, _ := newActuator(t)
 	ctx := testCtx(t)
-	port := testserver.FreePort(t)
-	req := serverReq("api", port, "-port", itoa(port))
-	req.SpecHash = "h1"
-	r, err := a.Start(ctx, req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	stopIfStarted(t, r)
+	req, r := startAPI(t, a)
 
 	crashAndClear(t, a, r)
 	a.PrepareRestart(req)
