@@ -1,6 +1,7 @@
 package actuate
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"strings"
@@ -70,6 +71,21 @@ func startAPI(t *testing.T, a *Actuator) (StartRequest, *Running) {
 	return req, r
 }
 
+// restartWithToken starts req again, killed at the end of the test, and
+// checks that the new instance carries token, the prepared one.
+func restartWithToken(t *testing.T, ctx context.Context, a *Actuator, req StartRequest, token string) *Running {
+	t.Helper()
+	r, err := a.Start(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stopIfStarted(t, r)
+	if r.Record.Instance != token {
+		t.Errorf("restart's instance %q, want the prepared %q", r.Record.Instance, token)
+	}
+	return r
+}
+
 // TestSpawnUsesPreparedIntent: a restart's intent record is the one
 // prepared while the server ran (its token and its file, renamed), in
 // both membership modes; the full record has a start time; nothing of the
@@ -94,14 +110,7 @@ func TestSpawnUsesPreparedIntent(t *testing.T) {
 		}
 
 		crashAndClear(t, a, r)
-		r2, err := a.Start(ctx, req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		stopIfStarted(t, r2)
-		if r2.Record.Instance != token {
-			t.Errorf("restart's instance %q, want the prepared %q", r2.Record.Instance, token)
-		}
+		r2 := restartWithToken(t, ctx, a, req, token)
 		h := killPinned(t, r2.Record.PID)
 		if v, ok, err := h.Env(InstanceEnv); err != nil || !ok || v != token {
 			t.Errorf("%s of the restarted server = %q, %v, %v; want %s", InstanceEnv, v, ok, err, token)
@@ -210,14 +219,7 @@ func TestPrepareRestart(t *testing.T) {
 	if again := preparedToken(a, "api"); again != token {
 		t.Errorf("PrepareRestart over a matching prepared intent: token %q, want %q kept", again, token)
 	}
-	r2, err := a.Start(ctx, req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	stopIfStarted(t, r2)
-	if r2.Record.Instance != token {
-		t.Errorf("restart's instance %q, want the prepared %q", r2.Record.Instance, token)
-	}
+	restartWithToken(t, ctx, a, req, token)
 	if got := tempFiles(t, a.Dir); len(got) != 0 {
 		t.Errorf("temp files after the restart: %q", got)
 	}
