@@ -34,21 +34,29 @@ func TestRemoveEmptyCgroupRefusesPopulated(t *testing.T) {
 	assertNothingLeft(t, r.Record)
 }
 
+// siblingCgroup makes a cgroup named name beside r's server cgroup,
+// removed at the end of the test, and returns both folders.
+func siblingCgroup(t *testing.T, r *Running, name string) (dir, sibling string) {
+	t.Helper()
+	dir, err := cgroupDir(r.Record.Cgroup)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sibling = filepath.Join(filepath.Dir(dir), name)
+	if err := os.Mkdir(sibling, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = rmdir(sibling) })
+	return dir, sibling
+}
+
 // A server whose leader lives but whose cgroup is gone (moved out by hand,
 // the cgroup removed) is stopped through its session: the stop's first
 // listing of the cgroup finds it missing.
 func TestStopCgroupGone(t *testing.T) {
 	a, r := startInCgroup(t)
 	ctx := testCtx(t)
-	dir, err := cgroupDir(r.Record.Cgroup)
-	if err != nil {
-		t.Fatal(err)
-	}
-	moved := filepath.Join(filepath.Dir(dir), "moved")
-	if err := os.Mkdir(moved, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = rmdir(moved) })
+	dir, moved := siblingCgroup(t, r, "moved")
 	if err := os.WriteFile(filepath.Join(moved, "cgroup.procs"), []byte(strconv.Itoa(r.Record.PID)), 0); err != nil {
 		t.Skipf("cannot move pid %d out of its cgroup: %v", r.Record.PID, err)
 	}
@@ -67,15 +75,7 @@ func TestStopCgroupGone(t *testing.T) {
 func TestSweepCgroupsLeavesRecorded(t *testing.T) {
 	a, r := startInCgroup(t)
 	ctx := testCtx(t)
-	dir, err := cgroupDir(r.Record.Cgroup)
-	if err != nil {
-		t.Fatal(err)
-	}
-	other := filepath.Join(filepath.Dir(dir), "other")
-	if err := os.Mkdir(other, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = rmdir(other) })
+	dir, other := siblingCgroup(t, r, "other")
 	h, err := observe.Pin(r.Record.PID)
 	if err != nil {
 		t.Fatal(err)
