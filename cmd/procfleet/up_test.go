@@ -360,18 +360,27 @@ func TestApplyWait(t *testing.T) {
 	}
 }
 
+// upReadyThenTerm runs up --down-on-exit, waits until name is Ready (in
+// status and in up's log), sends up SIGTERM, and returns up, its log and
+// name's pid.
+func (f *e2eFleet) upReadyThenTerm(name string) (*exec.Cmd, string, int) {
+	f.t.Helper()
+	up, log := f.up("--down-on-exit")
+	st := f.waitStatus("ready", readyWith(name))
+	pid := pidIn(st, name)
+	waitLog(f.t, log, name+": ready in")
+	if err := up.Process.Signal(syscall.SIGTERM); err != nil {
+		f.t.Fatal(err)
+	}
+	return up, log, pid
+}
+
 // TestUpDownOnExit: with --down-on-exit, SIGTERM stops every server first
 // (records gone, ports free), then up exits 0.
 func TestUpDownOnExit(t *testing.T) {
 	f := newE2EFleet(t, "solo")
 	f.write(nil, nil)
-	up, log := f.up("--down-on-exit")
-	st := f.waitStatus("ready", readyWith("solo"))
-	pid := pidIn(st, "solo")
-	waitLog(t, log, "solo: ready in")
-	if err := up.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
+	up, log, pid := f.upReadyThenTerm("solo")
 	if err := up.Wait(); err != nil {
 		b, _ := os.ReadFile(log)
 		t.Fatalf("up --down-on-exit after SIGTERM: %v\n%s", err, b)
@@ -413,13 +422,7 @@ func TestUpSecondSignalExitsNow(t *testing.T) {
 	f.grace["stubborn"] = 120
 	f.write(nil, map[string][]string{"stubborn": {"-ignore-term"}})
 	t.Cleanup(f.killServers)
-	up, log := f.up("--down-on-exit")
-	st := f.waitStatus("ready", readyWith("stubborn"))
-	pid := pidIn(st, "stubborn")
-	waitLog(t, log, "stubborn: ready in")
-	if err := up.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
+	up, log, pid := f.upReadyThenTerm("stubborn")
 	// It ignores SIGTERM: up now waits out its 120 s grace period.
 	waitLog(t, log, "signal again to exit at once", "stubborn: stopping")
 	exited := make(chan error, 1)
