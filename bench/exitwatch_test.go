@@ -117,3 +117,79 @@ func TestSetExitStamp(t *testing.T) {
 		t.Errorf("notes %q name no unwatched exits of pm2", notes)
 	}
 }
+
+// TestPinnedSetAndListeners pins a real workload, sees its port through
+// listeningOf and the procfs reading alike, kills it, and checks that the
+// set counts it gone while it is still an unreaped zombie, and that
+// waitStopped then returns.
+func TestPinnedSetAndListeners(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("pidfds and sock_diag are Linux's")
+	}
+	bin := buildWorkload(t)
+	dir := t.TempDir()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	l.Close()
+	f := newFleet(bin, dir, []int{port})
+	cmd := exec.Command(bin, f.Servers[0].Args()...)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	reaped := false
+	t.Cleanup(func() {
+		if !reaped {
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+		}
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := waitHealth(ctx, newHealthClient(), port, healthFrom(cmd.Process.Pid, ""), noCheck); err != nil {
+		t.Fatalf("wait for /health: %v", err)
+	}
+	diag, err := listeningOf([]int{port, port + 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	procfs, err := listeningPorts()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !diag[port] || !procfs[port] || diag[port+1] != procfs[port+1] {
+		t.Errorf("listening on %d: sock_diag says %v, procfs %v; on %d: %v, %v", port, diag[port], procfs[port], port+1, diag[port+1], procfs[port+1])
+	}
+
+	set := pinAll([]int{cmd.Process.Pid})
+	defer set.close()
+	if n, err := set.alive(); n != 1 || err != nil {
+		t.Fatalf("alive = %d, %v before the kill; want 1", n, err)
+	}
+	seen, stop, err := watchExit(cmd.Process.Pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop()
+	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-seen:
+	case <-ctx.Done():
+		t.Fatal("the exit of a killed workload was not seen")
+	}
+	if !processGone(cmd.Process.Pid) {
+		t.Fatal("the killed workload still runs after its pidfd said it exited")
+	}
+	if n, err := set.alive(); n != 0 || err != nil {
+		t.Errorf("alive = %d, %v for an unreaped zombie; want 0", n, err)
+	}
+	_ = cmd.Wait()
+	reaped = true
+	if _, err := waitStopped(ctx, []int{cmd.Process.Pid}, []int{port}); err != nil {
+		t.Errorf("waitStopped after the exit: %v", err)
+	}
+}

@@ -17,11 +17,18 @@ type cpuUsage struct {
 	Sched time.Duration
 }
 
-func readCPU(int) (cpuUsage, error)         { return cpuUsage{}, errNotLinux }
-func readRSS(int) (memOf, error)            { return memOf{}, errNotLinux }
-func processGone(int) bool                  { return false }
-func readCmdline(int) ([]string, error)     { return nil, errNotLinux }
-func listeningPorts() (map[int]bool, error) { return nil, errNotLinux }
-func platformCheck() error                  { return errNotLinux }
+func readCPU(int) (cpuUsage, error)           { return cpuUsage{}, errNotLinux }
+func readRSS(int) (memOf, error)              { return memOf{}, errNotLinux }
+func processGone(int) bool                    { return false }
+func readCmdline(int) ([]string, error)       { return nil, errNotLinux }
+func listeningPorts() (map[int]bool, error)   { return nil, errNotLinux }
+func listeningOf([]int) (map[int]bool, error) { return nil, errNotLinux }
+func platformCheck() error                    { return errNotLinux }
+
+type pinnedSet struct{ pids []int }
+
+func pinAll(pids []int) *pinnedSet       { return &pinnedSet{pids: pids} }
+func (s *pinnedSet) alive() (int, error) { return len(s.pids), errNotLinux }
+func (s *pinnedSet) close()              {}
 
 func watchExit(int) (<-chan time.Time, func(), error) { return nil, nil, errNotLinux }

@@ -21,11 +21,11 @@ const (
 	// onePoll is used when watching a single server: a refused connect costs
 	// a few microseconds, so 1 ms keeps the resolution fine.
 	onePoll = time.Millisecond
-	// fleetPoll is used for many servers at once: one read of /proc/net/tcp
-	// per sweep, then GET /health only on ports that listen. Slower, so the
-	// bench does not steal the CPU the supervisor under test needs; and
-	// slower still for large fleets (sweepEvery), whose socket table costs
-	// more to read and whose waits last seconds.
+	// fleetPoll is used for many servers at once: one listener query per
+	// sweep (listeningOf), then GET /health only on ports that listen.
+	// Slower, so the bench does not steal the CPU the supervisor under test
+	// needs; and slower still for large fleets (sweepEvery), whose waits
+	// last seconds.
 	fleetPoll = 5 * time.Millisecond
 	// fleetPollMax is the sweep interval from 1,000 servers on.
 	fleetPollMax = 25 * time.Millisecond
@@ -121,7 +121,7 @@ func waitAllHealth(ctx context.Context, c *http.Client, ports []int, check errCh
 	t := time.NewTicker(sweepEvery(len(ports)))
 	defer t.Stop()
 	for {
-		listening, err := listeningPorts()
+		listening, err := listeningOf(pending)
 		if err != nil {
 			return time.Time{}, err
 		}
@@ -152,33 +152,52 @@ func waitAllHealth(ctx context.Context, c *http.Client, ports []int, check errCh
 }
 
 // waitStopped waits until no pid runs (zombies count as gone) and no port
-// listens, and returns when that was first seen. A pid seen gone is not
-// looked at again: its number may be reused.
+// listens, and returns when that was first seen. The pids are pinned on
+// entry (pinAll), so one whose number is reused is not waited for; the
+// ports are asked once every process is gone, and their last answer
+// (free) is confirmed by the bench's own procfs reading before it counts.
 func waitStopped(ctx context.Context, pids, ports []int) (time.Time, error) {
 	t := time.NewTicker(sweepEvery(max(len(pids), len(ports))))
 	defer t.Stop()
-	alive := slices.Clone(pids)
+	set := pinAll(pids)
+	defer set.close()
 	for {
-		alive = slices.DeleteFunc(alive, processGone)
-		busy, err := countListening(ports)
+		alive, err := set.alive()
 		if err != nil {
 			return time.Time{}, err
 		}
-		if len(alive) == 0 && busy == 0 {
-			return time.Now(), nil
+		if alive == 0 {
+			busy, err := countListening(ports, listeningOf)
+			if err != nil {
+				return time.Time{}, err
+			}
+			seen := time.Now()
+			if busy == 0 {
+				busy, err = countListening(ports, func([]int) (map[int]bool, error) { return listeningPorts() })
+				if err != nil {
+					return time.Time{}, err
+				}
+			}
+			if busy == 0 {
+				return seen, nil
+			}
 		}
 		select {
 		case <-ctx.Done():
-			return time.Time{}, fmt.Errorf("wait for %d processes to exit and %d ports to close (%d alive, first %d; %d listening): %w",
-				len(pids), len(ports), len(alive), append(alive, 0)[0], busy, context.Cause(ctx))
+			busy, _ := countListening(ports, listeningOf)
+			return time.Time{}, fmt.Errorf("wait for %d processes to exit and %d ports to close (%d alive; %d listening): %w",
+				len(pids), len(ports), alive, busy, context.Cause(ctx))
 		case <-t.C:
 		}
 	}
 }
 
-// countListening returns how many of ports are in LISTEN state.
-func countListening(ports []int) (int, error) {
-	listening, err := listeningPorts()
+// countListening returns how many of ports are in LISTEN state, by list.
+func countListening(ports []int, list func([]int) (map[int]bool, error)) (int, error) {
+	if len(ports) == 0 {
+		return 0, nil
+	}
+	listening, err := list(ports)
 	if err != nil {
 		return 0, err
 	}
@@ -211,7 +230,7 @@ func waitLeft(ctx context.Context, f Fleet, k int) (time.Time, error) {
 				}
 			}
 		}
-		busy, err := countListening(f.Ports())
+		busy, err := countListening(f.Ports(), listeningOf)
 		if err != nil {
 			return time.Time{}, err
 		}
