@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -321,11 +322,16 @@ func (a *Actuator) cleanup(ctx context.Context, rec Record, group bool, grace, k
 	return a.terminate(ctx, rec, ms, grace, killTimeout, group)
 }
 
+// selfIDs are procfleet's pid and process group, read once: procfleet
+// never calls setsid or setpgid on itself, and a parent may change a
+// child's group only before the child's exec (setpgid(2): EACCES after
+// it), so both are fixed for the life of the process.
+var selfIDs = sync.OnceValues(func() (pid, pgid int) { return os.Getpid(), ownPGID() })
+
 // refuseSelf refuses records that would make procfleet signal itself, its own
 // group, or init.
 func refuseSelf(rec Record) *QuarantineError {
-	self := os.Getpid()
-	mine := ownPGID()
+	self, mine := selfIDs()
 	if rec.PID > 1 && rec.PID != self && rec.PGID != 1 && (rec.PGID == 0 || rec.PGID != mine) {
 		return nil
 	}
@@ -444,7 +450,7 @@ func (a *Actuator) sessionExtras(rec Record, pinned map[int]bool, group bool) []
 // started before notBefore (a start time as in Identity; 0: any), which
 // no process of a server started at notBefore can have.
 func pinLive(pid int, notBefore uint64) (*observe.Handle, observe.Identity, bool) {
-	if pid <= 1 || pid == os.Getpid() {
+	if self, _ := selfIDs(); pid <= 1 || pid == self {
 		return nil, observe.Identity{}, false
 	}
 	h, err := observe.Pin(pid)

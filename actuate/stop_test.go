@@ -666,3 +666,24 @@ func TestFailedStartStopsOrphanedGroupMember(t *testing.T) {
 		}
 	})
 }
+
+// refuseSelf refuses procfleet's own pid, its own process group and init,
+// called again and again (its ids are read once), and lets others pass.
+func TestRefuseSelf(t *testing.T) {
+	self, mine := os.Getpid(), syscall.Getpgrp()
+	for range 3 {
+		for _, rec := range []Record{
+			{Name: "self", PID: self, PGID: self},
+			{Name: "group", PID: self + 1, PGID: mine},
+			{Name: "init", PID: 1, PGID: 1},
+			{Name: "init group", PID: self + 1, PGID: 1},
+		} {
+			if q := refuseSelf(rec); q == nil || q.Reason != UnverifiedOwner {
+				t.Errorf("refuseSelf(%s pid %d pgid %d) = %v, want UnverifiedOwner", rec.Name, rec.PID, rec.PGID, q)
+			}
+		}
+		if q := refuseSelf(Record{Name: "other", PID: self + 1, PGID: self + 1}); q != nil && mine != self+1 {
+			t.Errorf("refuseSelf of another group = %v", q)
+		}
+	}
+}
