@@ -327,19 +327,6 @@ func (s *stagedIntent) discard() {
 	}
 }
 
-func syncDir(dir string) error {
-	df, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	serr := df.Sync()
-	cerr := df.Close()
-	if serr != nil {
-		return serr
-	}
-	return cerr
-}
-
 // ReadRecord reads a server's record. The file is opened without following
 // symlinks and trusted only when it is a regular file owned by this user with
 // no permission bits for group or others; a record that fails that check, or
