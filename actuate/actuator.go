@@ -270,7 +270,7 @@ func (a *Actuator) Spawn(ctx context.Context, req StartRequest) (*Running, error
 	}()
 
 	if req.Port > 0 {
-		if h := observe.HolderOf(ctx, req.Port); h != nil {
+		if h := portHolder(ctx, req.Port); h != nil {
 			msg := fmt.Sprintf("port %d is held by %s", req.Port, h.String())
 			a.event(req.Name, EventStartFailed, msg)
 			return nil, &StartError{Name: req.Name, Reason: ReasonPortConflict, ExitCode: -1, Message: msg, Holder: h, HolderPIDs: h.PIDs}
