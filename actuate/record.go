@@ -13,6 +13,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -421,6 +422,19 @@ func (d *StateDir) checkFolder(r Record, path string, act untrustedAction) error
 	return e
 }
 
+// processEUID is procfleet's effective uid, read once: procfleet never
+// changes its own uid.
+var processEUID = sync.OnceValue(os.Geteuid)
+
+// recordStat is what readTrusted checks of an opened record file.
+type recordStat struct {
+	regular bool
+	uid     int
+	hasUID  bool // uid is known (Unix)
+	perm    fs.FileMode
+	size    int64
+}
+
 // readTrusted opens path with O_NOFOLLOW and checks the opened file (not the
 // path) before reading it. A non-empty reason means "do not trust"; err is
 // for I/O errors, including a missing file.
@@ -439,7 +453,7 @@ func readTrusted(path string) (data []byte, reason string, err error) {
 	} else if !fi.Mode().IsRegular() {
 		return nil, "not a regular file", nil
 	}
-	f, err := os.OpenFile(path, os.O_RDONLY|noFollow|nonBlock, 0)
+	f, st, err := openRecordFile(path)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			return nil, "", err
@@ -453,23 +467,19 @@ func readTrusted(path string) (data []byte, reason string, err error) {
 		return nil, "", err
 	}
 	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return nil, "", err
-	}
-	if !fi.Mode().IsRegular() {
+	if !st.regular {
 		return nil, "not a regular file", nil
 	}
-	if uid, ok := fileOwner(fi); ok && uid != os.Geteuid() {
-		return nil, fmt.Sprintf("owned by uid %d, not by this user (uid %d)", uid, os.Geteuid()), nil
+	if euid := processEUID(); st.hasUID && st.uid != euid {
+		return nil, fmt.Sprintf("owned by uid %d, not by this user (uid %d)", st.uid, euid), nil
 	}
 	// DESIGN.md rule 7: a record anyone else could have written proves
 	// nothing. Read bits do no harm: a hand-written record made under the
 	// usual umask (0644) is still judged by rule 5, not thrown aside.
-	if perm := fi.Mode().Perm(); perm&0o022 != 0 {
+	if perm := st.perm; perm&0o022 != 0 {
 		return nil, fmt.Sprintf("mode %04o lets group or others write it (want 0600)", perm), nil
 	}
-	data, err = readSized(f, fi.Size(), maxRecordSize+1)
+	data, err = readSized(f, st.size, maxRecordSize+1)
 	if err != nil {
 		return nil, "", err
 	}
