@@ -2,6 +2,7 @@ package reconciler
 
 import (
 	"encoding/json"
+	"io"
 	"os"
 	"sync"
 	"time"
@@ -116,8 +117,8 @@ type eventFiles struct {
 // eventFile is one server's events file and the lock of its appends.
 type eventFile struct {
 	mu     sync.Mutex
-	fh     *os.File // nil when not kept open
-	size   int64    // of the file fh has open
+	fh     io.WriteCloser // nil when not kept open
+	size   int64          // of the file fh has open
 	opened time.Time
 }
 
@@ -299,8 +300,13 @@ func appendJSONString(b []byte, s string) []byte {
 // to path.1 when it has grown past maxEventsFile, and returns its size (-1
 // when unknown). Never through a symlink, never blocked on a FIFO: what is
 // not a regular file is moved aside (.corrupt-<time>) for a fresh one. The
-// size is read from the open file, so an append opens and stats it once.
-func openEvents(path string) (*os.File, int64, error) {
+// size is read from the open file, so an append opens and stats it once. A
+// regular file already there and not due for rotation is opened as
+// openEventsAppend does, with no *os.File.
+func openEvents(path string) (io.WriteCloser, int64, error) {
+	if w, size, ok := openEventsAppend(path); ok {
+		return w, size, nil
+	}
 	fh, _, err := safefile.OpenAppend(path, 0o600)
 	if err != nil {
 		return nil, 0, err
