@@ -20,6 +20,7 @@ type folderSync struct {
 	done    uint64 // the last fsync ended (fsyncs run one at a time)
 	err     error  // its error
 	running bool
+	waiting int // callers blocked until a later fsync ends (tests read it)
 }
 
 // syncDir returns once an fsync of dir that began after the call was made
@@ -42,7 +43,9 @@ func (s *folderSync) sync(dir string) error {
 	need := s.begun + 1
 	for s.done < need {
 		if s.running {
+			s.waiting++
 			s.ended.Wait()
+			s.waiting--
 			continue
 		}
 		s.running = true
