@@ -23,17 +23,7 @@ func TestWatchExit(t *testing.T) {
 	bin := buildWorkload(t)
 	dir := t.TempDir()
 	start := func() (*exec.Cmd, chan struct{}) {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		port := l.Addr().(*net.TCPAddr).Port
-		l.Close()
-		f := newFleet(bin, dir, []int{port})
-		cmd := exec.Command(bin, f.Servers[0].Args()...)
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
+		cmd, _ := startWorkload(t, bin, dir)
 		waited := make(chan struct{})
 		go func() { _ = cmd.Wait(); close(waited) }()
 		t.Cleanup(func() { _ = cmd.Process.Kill(); <-waited })
@@ -126,19 +116,7 @@ func TestPinnedSetAndListeners(t *testing.T) {
 	if runtime.GOOS != "linux" {
 		t.Skip("pidfds and sock_diag are Linux's")
 	}
-	bin := buildWorkload(t)
-	dir := t.TempDir()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := l.Addr().(*net.TCPAddr).Port
-	l.Close()
-	f := newFleet(bin, dir, []int{port})
-	cmd := exec.Command(bin, f.Servers[0].Args()...)
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	cmd, port := startWorkload(t, buildWorkload(t), t.TempDir())
 	reaped := false
 	t.Cleanup(func() {
 		if !reaped {
@@ -192,4 +170,22 @@ func TestPinnedSetAndListeners(t *testing.T) {
 	if _, err := waitStopped(ctx, []int{cmd.Process.Pid}, []int{port}); err != nil {
 		t.Errorf("waitStopped after the exit: %v", err)
 	}
+}
+
+// startWorkload starts the workload on a free loopback port, stamping into
+// dir, and returns it with its port. The caller kills and reaps it.
+func startWorkload(t *testing.T, bin, dir string) (*exec.Cmd, int) {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	l.Close()
+	f := newFleet(bin, dir, []int{port})
+	cmd := exec.Command(bin, f.Servers[0].Args()...)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	return cmd, port
 }
