@@ -14,13 +14,8 @@ var folderSyncs sync.Map
 // issuing its own. A cold start's spawns, each ending with a record renamed
 // into servers/, then pay one folder fsync per group instead of one each.
 type folderSync struct {
-	mu      sync.Mutex
-	ended   *sync.Cond
-	begun   uint64 // fsyncs begun
-	done    uint64 // the last fsync ended (fsyncs run one at a time)
-	err     error  // its error
-	running bool
-	waiting int // callers blocked until a later fsync ends (tests read it)
+	laterRounds
+	err error // the last fsync's
 }
 
 // syncDir returns once an fsync of dir that began after the call was made
@@ -29,35 +24,17 @@ type folderSync struct {
 func syncDir(dir string) error {
 	v, ok := folderSyncs.Load(dir)
 	if !ok {
-		ns := &folderSync{}
-		ns.ended = sync.NewCond(&ns.mu)
-		v, _ = folderSyncs.LoadOrStore(dir, ns)
+		v, _ = folderSyncs.LoadOrStore(dir, &folderSync{})
 	}
-	return v.(*folderSync).sync(dir)
-}
-
-func (s *folderSync) sync(dir string) error {
+	s := v.(*folderSync)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	// Every fsync numbered need or later begins after this point.
-	need := s.begun + 1
-	for s.done < need {
-		if s.running {
-			s.waiting++
-			s.ended.Wait()
-			s.waiting--
-			continue
-		}
-		s.running = true
-		s.begun++
-		n := s.begun
+	s.await(func() {
 		s.mu.Unlock()
 		err := fsyncFolder(dir)
 		s.mu.Lock()
-		s.running = false
-		s.done, s.err = n, err
-		s.ended.Broadcast()
-	}
+		s.err = err
+	})
 	return s.err
 }
 

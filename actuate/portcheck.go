@@ -2,7 +2,6 @@ package actuate
 
 import (
 	"context"
-	"sync"
 
 	"github.com/procfleet/procfleet/observe"
 )
@@ -18,15 +17,12 @@ var startPorts startPortRounds
 // everyone waiting; the others wait for it. No round waits on a timer: a
 // lone start (a restart after a crash) queries at once.
 type startPortRounds struct {
-	mu      sync.Mutex
-	ended   *sync.Cond
-	asks    []*portAsk
-	running bool
+	laterRounds
+	asks []*portAsk // asked since the last round began
 }
 
 type portAsk struct {
 	port      int
-	answered  bool
 	listening bool  // a LISTEN socket on the port, on any address
 	err       error // the query failed: nothing is known
 }
@@ -37,16 +33,8 @@ func (g *startPortRounds) listening(port int) (bool, error) {
 	a := &portAsk{port: port}
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if g.ended == nil {
-		g.ended = sync.NewCond(&g.mu)
-	}
 	g.asks = append(g.asks, a)
-	for !a.answered {
-		if g.running {
-			g.ended.Wait()
-			continue
-		}
-		g.running = true
+	g.await(func() {
 		asks := g.asks
 		g.asks = nil
 		g.mu.Unlock()
@@ -57,7 +45,7 @@ func (g *startPortRounds) listening(port int) (bool, error) {
 		seen, err := observe.ListeningOn(ports, nil)
 		g.mu.Lock()
 		for _, x := range asks {
-			x.answered, x.err = true, err
+			x.err = err
 			for _, l := range seen {
 				if l.Port() == x.port {
 					x.listening = true
@@ -65,9 +53,7 @@ func (g *startPortRounds) listening(port int) (bool, error) {
 				}
 			}
 		}
-		g.running = false
-		g.ended.Broadcast()
-	}
+	})
 	return a.listening, a.err
 }
 

@@ -1,10 +1,6 @@
 package actuate
 
-import (
-	"sync"
-
-	"github.com/procfleet/procfleet/observe"
-)
+import "github.com/procfleet/procfleet/observe"
 
 // procScanner coalesces the process-table scans that stops and cleanups
 // need in the session mode (a server's group once its leader exited, and
@@ -23,15 +19,10 @@ type procScanner struct {
 	// started since the given start time.
 	scan func(since uint64) ([]observe.ProcEntry, error)
 
-	mu        sync.Mutex
-	cond      *sync.Cond
-	started   uint64 // scans started
-	done      uint64 // number of the last scan finished
-	running   bool
-	waiting   int    // callers waiting for a scan to end
-	since     uint64 // the earliest start time asked for by callers waiting
+	laterRounds
+	since     uint64 // the earliest start time asked for since the last scan began
 	haveSince bool
-	table     []observe.ProcEntry // the result of scan number done
+	table     []observe.ProcEntry // the result of the last scan
 	err       error
 }
 
@@ -41,31 +32,17 @@ type procScanner struct {
 func (s *procScanner) processes(since uint64) ([]observe.ProcEntry, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.cond == nil {
-		s.cond = sync.NewCond(&s.mu)
-	}
 	if !s.haveSince || since < s.since {
 		s.since, s.haveSince = since, true
 	}
-	// A scan running now started before this call: the next one is needed.
-	want := s.started + 1
-	for s.done < want {
-		if s.running {
-			s.waiting++
-			s.cond.Wait()
-			s.waiting--
-			continue
-		}
-		s.running = true
-		s.started++
-		n, from := s.started, s.since
+	s.await(func() {
+		from := s.since
 		s.haveSince = false
 		s.mu.Unlock()
 		table, err := s.scan(from)
 		s.mu.Lock()
-		s.table, s.err, s.done, s.running = table, err, n, false
-		s.cond.Broadcast()
-	}
+		s.table, s.err = table, err
+	})
 	return s.table, s.err
 }
 
